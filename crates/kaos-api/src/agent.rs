@@ -1,0 +1,261 @@
+//! The `Agent` kind: an agent runtime wired to a ModelAPI, MCP servers and peer agents.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::PodSpec;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::common::{
+    Conditions, ContainerOverride, DeploymentStatus, GatewayRoute, Telemetry,
+    condition_list_schema, default_true,
+};
+
+/// The desired state of an Agent.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "kaos.tools",
+    version = "v1alpha1",
+    kind = "Agent",
+    plural = "agents",
+    singular = "agent",
+    namespaced,
+    doc = "An AI agent: a Deployment of the agent runtime wired to a ModelAPI, MCPServers and peer Agents.",
+    status = "AgentStatus",
+    shortname = "agent",
+    shortname = "agents",
+    category = "kaos",
+    printcolumn = r#"{"name":"ModelAPI","type":"string","jsonPath":".spec.modelAPI"}"#,
+    printcolumn = r#"{"name":"Model","type":"string","jsonPath":".spec.model"}"#,
+    printcolumn = r#"{"name":"Ready","type":"boolean","jsonPath":".status.ready"}"#,
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentSpec {
+    /// Name of the ModelAPI (same namespace) this agent talks to.
+    #[serde(rename = "modelAPI")]
+    pub model_api: String,
+    /// Model id, passed as `MODEL_NAME`; must be served by the ModelAPI.
+    pub model: String,
+    /// Names of MCPServers (same namespace) whose tools this agent may use.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<String>,
+    /// Agent-to-agent networking.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_network: Option<AgentNetwork>,
+    /// Runtime configuration of the agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<AgentConfig>,
+    /// Wait for the ModelAPI and MCPServers to be ready before creating the Deployment.
+    #[serde(default = "default_true")]
+    pub wait_for_dependencies: bool,
+    /// Number of pods. Unset: 1 at creation, then left alone so an HPA or `kubectl scale` can own it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub replicas: Option<i32>,
+    /// Gateway API route settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_route: Option<GatewayRoute>,
+    /// Overrides of the generated `agent` container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<ContainerOverride>,
+    /// A pod spec merged over the generated one with strategic-merge semantics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_spec: Option<PodSpec>,
+}
+
+/// Agent-to-agent (A2A) networking.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentNetwork {
+    /// Create the Service (and HTTPRoute) and publish `status.endpoint`.
+    #[serde(default = "default_true")]
+    pub expose: bool,
+    /// Peer Agents (same namespace) this agent may delegate to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub access: Vec<String>,
+}
+
+impl Default for AgentNetwork {
+    fn default() -> Self {
+        Self {
+            expose: true,
+            access: Vec::new(),
+        }
+    }
+}
+
+/// Runtime configuration of an agent.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentConfig {
+    /// Agent card text (`AGENT_DESCRIPTION`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// System prompt (`AGENT_INSTRUCTIONS`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    /// Maximum reasoning steps per request (`AGENTIC_LOOP_MAX_STEPS`).
+    #[serde(default = "default_loop_steps")]
+    #[schemars(range(min = 1, max = 20))]
+    pub reasoning_loop_max_steps: i32,
+    /// Conversation memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryConfig>,
+    /// OpenTelemetry settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<Telemetry>,
+}
+
+fn default_loop_steps() -> i32 {
+    5
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            description: None,
+            instructions: None,
+            reasoning_loop_max_steps: default_loop_steps(),
+            memory: None,
+            telemetry: None,
+        }
+    }
+}
+
+/// Conversation memory of an agent.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryConfig {
+    /// `MEMORY_ENABLED`.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// `MEMORY_TYPE`.
+    #[serde(default, rename = "type")]
+    pub memory_type: MemoryType,
+    /// Messages kept in the model's context (`MEMORY_CONTEXT_LIMIT`).
+    #[serde(default = "default_context_limit")]
+    #[schemars(range(min = 1, max = 100))]
+    pub context_limit: i32,
+    /// Sessions kept in memory (`MEMORY_MAX_SESSIONS`).
+    #[serde(default = "default_max_sessions")]
+    #[schemars(range(min = 1, max = 100000))]
+    pub max_sessions: i32,
+    /// Events kept per session (`MEMORY_MAX_SESSION_EVENTS`).
+    #[serde(default = "default_max_session_events")]
+    #[schemars(range(min = 1, max = 10000))]
+    pub max_session_events: i32,
+}
+
+fn default_context_limit() -> i32 {
+    6
+}
+fn default_max_sessions() -> i32 {
+    1000
+}
+fn default_max_session_events() -> i32 {
+    500
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            memory_type: MemoryType::Local,
+            context_limit: default_context_limit(),
+            max_sessions: default_max_sessions(),
+            max_session_events: default_max_session_events(),
+        }
+    }
+}
+
+/// Memory backend of an agent.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum MemoryType {
+    /// In-process memory of each pod.
+    #[default]
+    #[serde(rename = "local")]
+    Local,
+}
+
+impl MemoryType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemoryType::Local => "local",
+        }
+    }
+}
+
+/// The lifecycle phase of an Agent.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+pub enum AgentPhase {
+    #[default]
+    Pending,
+    Ready,
+    Failed,
+    /// Waiting for the ModelAPI or an MCPServer to become ready.
+    Waiting,
+}
+
+impl AgentPhase {
+    pub const ALL: [AgentPhase; 4] = [
+        AgentPhase::Pending,
+        AgentPhase::Ready,
+        AgentPhase::Failed,
+        AgentPhase::Waiting,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentPhase::Pending => "Pending",
+            AgentPhase::Ready => "Ready",
+            AgentPhase::Failed => "Failed",
+            AgentPhase::Waiting => "Waiting",
+        }
+    }
+}
+
+/// The observed state of an Agent.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<AgentPhase>,
+    #[serde(default)]
+    pub ready: bool,
+    /// Base URL of the agent's Service (empty when not exposed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// The resources this agent is wired to, e.g. `{"modelapi": "<spec.modelAPI>"}`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub linked_resources: BTreeMap<String, String>,
+    /// A human-readable summary of the phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The owned Deployment's status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment: Option<DeploymentStatus>,
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready` and `DependenciesReady`, with machine-readable reasons.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(transform = condition_list_schema)]
+    pub conditions: Conditions,
+}
+
+impl AgentSpec {
+    /// Whether the agent gets a Service, an HTTPRoute and an endpoint (`agentNetwork.expose`).
+    pub fn exposed(&self) -> bool {
+        self.agent_network.as_ref().is_none_or(|n| n.expose)
+    }
+
+    /// Peer agents this agent may delegate to.
+    pub fn peers(&self) -> &[String] {
+        self.agent_network
+            .as_ref()
+            .map_or(&[][..], |n| n.access.as_slice())
+    }
+}

@@ -1,0 +1,116 @@
+//! CustomResourceDefinitions of the three kinds, as installed in clusters.
+//!
+//! The embedded Kubernetes types (PodSpec, EnvVar, ResourceRequirements, key selectors,
+//! conditions) keep their full validation schema but lose their upstream descriptions: with them
+//! a CRD is several hundred KiB, too large for the `last-applied-configuration` annotation that a
+//! plain `kubectl apply` writes (256 KiB). `kubectl explain` still documents our own fields.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+use serde_json::Value;
+
+use crate::agent::Agent;
+use crate::mcpserver::MCPServer;
+use crate::modelapi::ModelAPI;
+
+/// Properties whose schemas come from Kubernetes' own types; descriptions below them are dropped.
+const EMBEDDED_KUBERNETES_TYPES: &[&str] = &[
+    "podSpec",
+    "resources",
+    "env",
+    "secretKeyRef",
+    "configMapKeyRef",
+    "fromSecretKeyRef",
+    "conditions",
+];
+
+/// The CRDs in install order, each with the file name it is published under in `deploy/crds/`.
+pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
+    vec![
+        ("kaos.tools_agents.yaml", compact(Agent::crd())),
+        ("kaos.tools_modelapis.yaml", compact(ModelAPI::crd())),
+        ("kaos.tools_mcpservers.yaml", compact(MCPServer::crd())),
+    ]
+}
+
+/// A CRD as the YAML document committed in `deploy/crds/` and printed by `crdgen`.
+pub fn to_yaml(crd: &CustomResourceDefinition) -> Result<String, serde_saphyr::ser::Error> {
+    serde_saphyr::to_string(crd)
+}
+
+/// All CRDs as one multi-document YAML stream.
+pub fn all_yaml() -> Result<String, serde_saphyr::ser::Error> {
+    let mut out = String::new();
+    for (_, crd) in all() {
+        out.push_str("---\n");
+        out.push_str(&to_yaml(&crd)?);
+    }
+    Ok(out)
+}
+
+fn compact(crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    let mut value = serde_json::to_value(&crd).expect("a CRD always serializes to JSON");
+    if let Some(versions) = value
+        .pointer_mut("/spec/versions")
+        .and_then(Value::as_array_mut)
+    {
+        for version in versions {
+            if let Some(schema) = version.pointer_mut("/schema/openAPIV3Schema") {
+                drop_embedded_descriptions(schema, false);
+            }
+        }
+    }
+    serde_json::from_value(value).expect("removing descriptions keeps a valid CRD")
+}
+
+/// Walks a schema; below a property listed in [`EMBEDDED_KUBERNETES_TYPES`] removes descriptions
+/// (the property keeps its own description, which is ours).
+fn drop_embedded_descriptions(schema: &mut Value, embedded: bool) {
+    let Some(node) = schema.as_object_mut() else {
+        return;
+    };
+    if embedded {
+        node.remove("description");
+    }
+    if let Some(Value::Object(properties)) = node.get_mut("properties") {
+        for (name, child) in properties.iter_mut() {
+            if embedded {
+                drop_embedded_descriptions(child, true);
+            } else if EMBEDDED_KUBERNETES_TYPES.contains(&name.as_str()) {
+                for_each_subschema(child, |grandchild| {
+                    drop_embedded_descriptions(grandchild, true)
+                });
+            } else {
+                drop_embedded_descriptions(child, false);
+            }
+        }
+    }
+    for_each_subschema_except_properties(node, |child| drop_embedded_descriptions(child, embedded));
+}
+
+/// Calls `f` on every direct subschema of `schema`: properties, items, additionalProperties, *Of.
+fn for_each_subschema(schema: &mut Value, mut f: impl FnMut(&mut Value)) {
+    let Some(node) = schema.as_object_mut() else {
+        return;
+    };
+    if let Some(Value::Object(properties)) = node.get_mut("properties") {
+        properties.values_mut().for_each(&mut f);
+    }
+    for_each_subschema_except_properties(node, f);
+}
+
+fn for_each_subschema_except_properties(
+    node: &mut serde_json::Map<String, Value>,
+    mut f: impl FnMut(&mut Value),
+) {
+    for key in ["items", "additionalProperties"] {
+        if let Some(child) = node.get_mut(key) {
+            f(child);
+        }
+    }
+    for key in ["allOf", "anyOf", "oneOf"] {
+        if let Some(Value::Array(children)) = node.get_mut(key) {
+            children.iter_mut().for_each(&mut f);
+        }
+    }
+}

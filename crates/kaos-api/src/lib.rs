@@ -1,0 +1,5 @@
+pub mod agent;
+pub mod common;
+pub mod crd;
+pub mod mcpserver;
+pub mod modelapi;

@@ -1,0 +1,96 @@
+//! The `MCPServer` kind: a Model Context Protocol tool server started from the operator's runtime
+//! registry (or from a custom image).
+
+use k8s_openapi::api::core::v1::PodSpec;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::common::{
+    Conditions, ContainerOverride, DeploymentStatus, GatewayRoute, Phase, Telemetry,
+    condition_list_schema,
+};
+
+/// The runtime name that takes image, command and args from `spec.container`.
+pub const CUSTOM_RUNTIME: &str = "custom";
+
+/// The desired state of an MCPServer.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "kaos.tools",
+    version = "v1alpha1",
+    kind = "MCPServer",
+    plural = "mcpservers",
+    singular = "mcpserver",
+    namespaced,
+    doc = "A Model Context Protocol tool server, started from the operator runtime registry or a custom image.",
+    status = "MCPServerStatus",
+    shortname = "mcp",
+    shortname = "mcps",
+    category = "kaos",
+    printcolumn = r#"{"name":"Runtime","type":"string","jsonPath":".spec.runtime"}"#,
+    printcolumn = r#"{"name":"Ready","type":"boolean","jsonPath":".status.ready"}"#,
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "self.runtime != 'custom' || (has(self.container) && has(self.container.image) && self.container.image != '')",
+    "message": "runtime custom requires container.image (the MCP server image to run)"
+}]))]
+pub struct MCPServerSpec {
+    /// A runtime of the operator's registry (`kaos-mcp-runtimes`), or `custom`.
+    #[schemars(length(min = 1))]
+    pub runtime: String,
+    /// Handed to the runtime through its `paramsEnvVar` (e.g. tool code for `python-string`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<String>,
+    /// Service account of the server's pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
+    /// Number of pods. Unset: 1 at creation, then left alone so an HPA or `kubectl scale` can own it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub replicas: Option<i32>,
+    /// OpenTelemetry settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<Telemetry>,
+    /// Gateway API route settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_route: Option<GatewayRoute>,
+    /// Overrides of the generated `mcp-server` container; `image` is required for `custom`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<ContainerOverride>,
+    /// A pod spec merged over the generated one with strategic-merge semantics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_spec: Option<PodSpec>,
+}
+
+/// The observed state of an MCPServer.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MCPServerStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    #[serde(default)]
+    pub ready: bool,
+    /// Base URL of the server's Service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// A human-readable summary of the phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The owned Deployment's status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment: Option<DeploymentStatus>,
+    /// Tool names the server offers (not yet discovered: always empty for now).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub available_tools: Vec<String>,
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready` and kind-specific conditions, with machine-readable reasons.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(transform = condition_list_schema)]
+    pub conditions: Conditions,
+}

@@ -1,0 +1,274 @@
+//! The `ModelAPI` kind: an OpenAI-compatible model endpoint, either a LiteLLM proxy in front of an
+//! upstream provider (`Proxy`) or an Ollama server running the model in the cluster (`Hosted`).
+
+use k8s_openapi::api::core::v1::{ConfigMapKeySelector, PodSpec, SecretKeySelector};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::common::{
+    Conditions, ContainerOverride, DeploymentStatus, GatewayRoute, Phase, Telemetry,
+    condition_list_schema,
+};
+
+/// The desired state of a ModelAPI.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "kaos.tools",
+    version = "v1alpha1",
+    kind = "ModelAPI",
+    plural = "modelapis",
+    singular = "modelapi",
+    namespaced,
+    doc = "An OpenAI-compatible model endpoint: a LiteLLM proxy (Proxy) or an in-cluster Ollama server (Hosted).",
+    status = "ModelAPIStatus",
+    shortname = "api",
+    shortname = "apis",
+    category = "kaos",
+    printcolumn = r#"{"name":"Mode","type":"string","jsonPath":".spec.mode"}"#,
+    printcolumn = r#"{"name":"Ready","type":"boolean","jsonPath":".status.ready"}"#,
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "self.mode != 'Proxy' || has(self.proxyConfig)",
+        "message": "mode Proxy requires proxyConfig (at least proxyConfig.models)"
+    },
+    {
+        "rule": "self.mode != 'Hosted' || has(self.hostedConfig)",
+        "message": "mode Hosted requires hostedConfig (at least hostedConfig.model)"
+    }
+]))]
+pub struct ModelAPISpec {
+    /// `Proxy`: a LiteLLM gateway to an upstream API. `Hosted`: Ollama serving the model in cluster.
+    pub mode: ModelAPIMode,
+    /// Settings of `Proxy` mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_config: Option<ProxyConfig>,
+    /// Settings of `Hosted` mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hosted_config: Option<HostedConfig>,
+    /// Number of pods. Unset: 1 at creation, then left alone so an HPA or `kubectl scale` can own it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub replicas: Option<i32>,
+    /// Gateway API route settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_route: Option<GatewayRoute>,
+    /// OpenTelemetry settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<Telemetry>,
+    /// Overrides of the generated `model-api` container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<ContainerOverride>,
+    /// A pod spec merged over the generated one with strategic-merge semantics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_spec: Option<PodSpec>,
+}
+
+/// How a ModelAPI serves models.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum ModelAPIMode {
+    /// A LiteLLM proxy in front of an upstream provider.
+    Proxy,
+    /// An Ollama server running the model in the cluster.
+    Hosted,
+}
+
+impl ModelAPIMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelAPIMode::Proxy => "Proxy",
+            ModelAPIMode::Hosted => "Hosted",
+        }
+    }
+}
+
+/// Settings of `Proxy` mode.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProxyConfig {
+    /// Model ids agents may ask for: exact ids, `provider/*` or `*`.
+    #[schemars(length(min = 1))]
+    pub models: Vec<String>,
+    /// LiteLLM provider prefix: `model: <provider>/<model>` in the generated config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// Base URL of the upstream API (`PROXY_API_BASE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_base: Option<String>,
+    /// Key for the upstream API (`PROXY_API_KEY`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<ApiKey>,
+    /// A complete LiteLLM config used instead of the generated one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_yaml: Option<ConfigYaml>,
+}
+
+/// The upstream API key: a literal value or a reference. Prefer a Secret reference.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.value) != has(self.valueFrom)",
+    "message": "apiKey: set exactly one of value or valueFrom"
+}]))]
+pub struct ApiKey {
+    /// The key itself (stored in the ModelAPI; not recommended beyond development).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// The key from a Secret or ConfigMap key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_from: Option<ApiKeySource>,
+}
+
+/// Where to read an API key from.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.secretKeyRef) != has(self.configMapKeyRef)",
+    "message": "apiKey.valueFrom: set exactly one of secretKeyRef or configMapKeyRef"
+}]))]
+pub struct ApiKeySource {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_key_ref: Option<SecretKeySelector>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_key_ref: Option<ConfigMapKeySelector>,
+}
+
+/// A complete LiteLLM `config.yaml`, inline or from a Secret.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.fromString) != has(self.fromSecretKeyRef)",
+    "message": "configYaml: set exactly one of fromString or fromSecretKeyRef"
+}]))]
+pub struct ConfigYaml {
+    /// The config text. Every `model_list[].model_name` must be allowed by `models`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_string: Option<String>,
+    /// A Secret key holding the config text, mounted as the config file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_secret_key_ref: Option<SecretKeySelector>,
+}
+
+/// Settings of `Hosted` mode.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HostedConfig {
+    /// Ollama model pulled when the pod starts, e.g. `smollm2:135m`.
+    pub model: String,
+}
+
+/// The observed state of a ModelAPI.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelAPIStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    #[serde(default)]
+    pub ready: bool,
+    /// Base URL of the ModelAPI's Service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// A human-readable summary of the phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The owned Deployment's status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment: Option<DeploymentStatus>,
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready` and kind-specific conditions, with machine-readable reasons.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(transform = condition_list_schema)]
+    pub conditions: Conditions,
+}
+
+impl ModelAPISpec {
+    /// Whether this ModelAPI serves `model`. Proxy: an entry of `proxyConfig.models` equals it,
+    /// is `*`, or is `p/*` and the model starts with `p/`. Hosted: it equals `hostedConfig.model`.
+    pub fn serves(&self, model: &str) -> bool {
+        match self.mode {
+            ModelAPIMode::Proxy => self
+                .proxy_config
+                .as_ref()
+                .is_some_and(|p| p.models.iter().any(|m| model_pattern_matches(m, model))),
+            ModelAPIMode::Hosted => self
+                .hosted_config
+                .as_ref()
+                .is_some_and(|h| h.model == model),
+        }
+    }
+
+    /// The models this ModelAPI serves, as shown in error messages.
+    pub fn supported_models(&self) -> Vec<String> {
+        match self.mode {
+            ModelAPIMode::Proxy => self
+                .proxy_config
+                .as_ref()
+                .map(|p| p.models.clone())
+                .unwrap_or_default(),
+            ModelAPIMode::Hosted => self.hosted_config.iter().map(|h| h.model.clone()).collect(),
+        }
+    }
+}
+
+/// `*` matches every model, `p/*` every model starting with `p/`, anything else only itself.
+pub fn model_pattern_matches(pattern: &str, model: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some("") => true,
+        Some(prefix) if prefix.ends_with('/') => model.starts_with(prefix),
+        _ => pattern == model,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_patterns() {
+        assert!(model_pattern_matches("*", "anything/at-all"));
+        assert!(model_pattern_matches("openai/*", "openai/gpt-4o"));
+        assert!(!model_pattern_matches("openai/*", "anthropic/claude"));
+        assert!(!model_pattern_matches("openai/*", "openai"));
+        assert!(model_pattern_matches("gpt-4o", "gpt-4o"));
+        assert!(!model_pattern_matches("gpt-4o", "gpt-4o-mini"));
+        // A trailing star without a slash is not a wildcard in KAOS.
+        assert!(!model_pattern_matches("gpt*", "gpt-4o"));
+    }
+
+    #[test]
+    fn serves_by_mode() {
+        let proxy = ModelAPISpec {
+            mode: ModelAPIMode::Proxy,
+            proxy_config: Some(ProxyConfig {
+                models: vec!["openai/*".into(), "llama3".into()],
+                ..Default::default()
+            }),
+            hosted_config: Some(HostedConfig {
+                model: "ignored".into(),
+            }),
+            replicas: None,
+            gateway_route: None,
+            telemetry: None,
+            container: None,
+            pod_spec: None,
+        };
+        assert!(proxy.serves("openai/gpt-4o"));
+        assert!(proxy.serves("llama3"));
+        assert!(!proxy.serves("ignored"));
+        assert_eq!(proxy.supported_models(), vec!["openai/*", "llama3"]);
+
+        let hosted = ModelAPISpec {
+            mode: ModelAPIMode::Hosted,
+            ..proxy
+        };
+        assert!(hosted.serves("ignored"));
+        assert!(!hosted.serves("llama3"));
+        assert_eq!(hosted.supported_models(), vec!["ignored"]);
+    }
+}

@@ -1,0 +1,141 @@
+//! Field errors worded as kube-apiserver words them (`k8s.io/apimachinery/pkg/util/validation/field`).
+
+use std::fmt;
+
+use serde_json::Value;
+
+/// What is wrong with a field; maps to the `reason` of a Status cause.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FieldErrorKind {
+    Required,
+    /// A value outside the declared enum; carries the supported values.
+    NotSupported(Vec<Value>),
+    Invalid,
+    TypeInvalid,
+    /// A field the schema does not declare (only reported under strict field validation).
+    Unknown,
+}
+
+/// One rejected field.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FieldError {
+    /// Dotted path as kube-apiserver prints it, e.g. `spec.config.memory.contextLimit`.
+    pub path: String,
+    pub kind: FieldErrorKind,
+    /// The offending value (absent for Required and Unknown).
+    pub value: Option<Value>,
+    /// The detail after the value, e.g. `should be greater than or equal to 1`.
+    pub detail: String,
+}
+
+impl FieldError {
+    pub(crate) fn required(path: &str) -> Self {
+        Self {
+            path: path.to_string(),
+            kind: FieldErrorKind::Required,
+            value: None,
+            detail: String::new(),
+        }
+    }
+
+    pub(crate) fn invalid(path: &str, value: &Value, detail: String) -> Self {
+        Self {
+            path: path.to_string(),
+            kind: FieldErrorKind::Invalid,
+            value: Some(value.clone()),
+            detail,
+        }
+    }
+
+    pub(crate) fn type_invalid(path: &str, value: &Value, expected: &str) -> Self {
+        Self {
+            path: path.to_string(),
+            kind: FieldErrorKind::TypeInvalid,
+            value: Some(Value::String(json_type_name(value).to_string())),
+            detail: format!(
+                "{path} in body must be of type {expected}: \"{}\"",
+                json_type_name(value)
+            ),
+        }
+    }
+
+    pub(crate) fn not_supported(path: &str, value: &Value, supported: &[Value]) -> Self {
+        Self {
+            path: path.to_string(),
+            kind: FieldErrorKind::NotSupported(supported.to_vec()),
+            value: Some(value.clone()),
+            detail: String::new(),
+        }
+    }
+
+    pub(crate) fn unknown(path: String) -> Self {
+        Self {
+            path,
+            kind: FieldErrorKind::Unknown,
+            value: None,
+            detail: String::new(),
+        }
+    }
+
+    pub(crate) fn from_cel(error: kube_cel::ValidationError) -> Self {
+        Self {
+            path: error.field_path,
+            kind: FieldErrorKind::Invalid,
+            // kube-apiserver prints the value's type for CEL failures, not the value.
+            value: Some(Value::String("object".into())),
+            detail: error.message,
+        }
+    }
+
+    /// The `reason` of this error in a Status cause, as kube-apiserver sets it.
+    pub fn reason(&self) -> &'static str {
+        match self.kind {
+            FieldErrorKind::Required => "FieldValueRequired",
+            FieldErrorKind::NotSupported(_) => "FieldValueNotSupported",
+            FieldErrorKind::Invalid => "FieldValueInvalid",
+            FieldErrorKind::TypeInvalid => "FieldValueTypeInvalid",
+            FieldErrorKind::Unknown => "FieldValueInvalid",
+        }
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let value = self.value.as_ref().map(render_value).unwrap_or_default();
+        match &self.kind {
+            FieldErrorKind::Required => write!(f, "{}: Required value", self.path),
+            FieldErrorKind::Unknown => write!(f, "unknown field \"{}\"", self.path),
+            FieldErrorKind::NotSupported(supported) => {
+                let list: Vec<String> = supported.iter().map(render_value).collect();
+                write!(
+                    f,
+                    "{}: Unsupported value: {value}: supported values: {}",
+                    self.path,
+                    list.join(", ")
+                )
+            }
+            FieldErrorKind::Invalid | FieldErrorKind::TypeInvalid => {
+                write!(f, "{}: Invalid value: {value}: {}", self.path, self.detail)
+            }
+        }
+    }
+}
+
+fn render_value(value: &Value) -> String {
+    match value {
+        Value::String(s) => format!("{s:?}"),
+        other => other.to_string(),
+    }
+}
+
+pub(crate) fn json_type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}

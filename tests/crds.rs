@@ -1,0 +1,175 @@
+//! The committed CRDs in `deploy/crds/` are exactly what the code generates, small enough for a
+//! plain `kubectl apply`, and structural (as kube-apiserver requires of every CRD).
+
+use kaos_tests::repo_root;
+use serde_json::Value;
+
+const REGENERATE: &str = "cargo run -p kaos-api --bin crdgen -- --write deploy/crds";
+
+#[test]
+fn committed_crds_match_the_code() {
+    let dir = repo_root().join("deploy/crds");
+    let mut expected_files = Vec::new();
+    for (file, crd) in kaos_api::crd::all() {
+        let generated = kaos_api::crd::to_yaml(&crd).expect("CRDs serialize to YAML");
+        let path = dir.join(file);
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            committed == generated,
+            "{} differs from the generated CRD: run `{REGENERATE}` and commit the result",
+            path.display()
+        );
+        expected_files.push(file.to_string());
+    }
+    let mut present: Vec<String> = std::fs::read_dir(&dir)
+        .expect("deploy/crds exists")
+        .map(|e| {
+            e.expect("readable entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    present.sort();
+    expected_files.sort();
+    assert_eq!(
+        present, expected_files,
+        "deploy/crds holds exactly one file per CRD"
+    );
+}
+
+/// `kubectl apply` (client-side) stores the whole object in an annotation limited to 256 KiB.
+#[test]
+fn every_crd_fits_the_last_applied_annotation() {
+    for (file, crd) in kaos_api::crd::all() {
+        let json = serde_json::to_string(&crd).expect("CRDs serialize");
+        assert!(
+            json.len() < 256 * 1024,
+            "{file} is {} bytes as JSON, over the 256 KiB kubectl apply limit",
+            json.len()
+        );
+    }
+}
+
+#[test]
+fn crds_have_the_contracted_names_columns_and_subresources() {
+    let expected = [
+        (
+            "agents",
+            "Agent",
+            vec!["agent", "agents"],
+            vec!["ModelAPI", "Model", "Ready", "Phase", "Age"],
+        ),
+        (
+            "modelapis",
+            "ModelAPI",
+            vec!["api", "apis"],
+            vec!["Mode", "Ready", "Phase", "Age"],
+        ),
+        (
+            "mcpservers",
+            "MCPServer",
+            vec!["mcp", "mcps"],
+            vec!["Runtime", "Ready", "Phase", "Age"],
+        ),
+    ];
+    let crds = kaos_api::crd::all();
+    for ((_, crd), (plural, kind, short, columns)) in crds.iter().zip(expected) {
+        assert_eq!(crd.spec.group, "kaos.tools");
+        assert_eq!(crd.spec.scope, "Namespaced");
+        assert_eq!(crd.spec.names.plural, plural);
+        assert_eq!(crd.spec.names.kind, kind);
+        assert_eq!(
+            crd.spec.names.short_names.as_deref(),
+            Some(&short.iter().map(|s| s.to_string()).collect::<Vec<_>>()[..])
+        );
+        let version = &crd.spec.versions[0];
+        assert_eq!(version.name, "v1alpha1");
+        assert!(version.served && version.storage);
+        assert!(
+            version
+                .subresources
+                .as_ref()
+                .and_then(|s| s.status.as_ref())
+                .is_some(),
+            "{kind} has a status subresource"
+        );
+        let names: Vec<&str> = version
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(names, columns, "{kind} printer columns");
+    }
+}
+
+/// kube-apiserver rejects a CRD whose schema is not structural: every node needs a type (unless
+/// it is int-or-string or preserves unknown fields) and there are no references.
+#[test]
+fn schemas_are_structural() {
+    fn check(node: &Value, path: &str, problems: &mut Vec<String>) {
+        let Some(map) = node.as_object() else { return };
+        for banned in ["$ref", "definitions", "$defs", "oneOf", "anyOf"] {
+            if map.contains_key(banned) {
+                problems.push(format!("{path}: has {banned}"));
+            }
+        }
+        let typed = map.contains_key("type")
+            || map.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true))
+            || map.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+        if !typed {
+            problems.push(format!("{path}: no type"));
+        }
+        if let Some(Value::Object(properties)) = map.get("properties") {
+            for (name, child) in properties {
+                check(child, &format!("{path}.{name}"), problems);
+            }
+        }
+        for key in ["items", "additionalProperties"] {
+            if let Some(child @ Value::Object(_)) = map.get(key) {
+                check(child, &format!("{path}[{key}]"), problems);
+            }
+        }
+    }
+    for (file, crd) in kaos_api::crd::all() {
+        let json = serde_json::to_value(&crd).expect("CRDs serialize");
+        let schema = json
+            .pointer("/spec/versions/0/schema/openAPIV3Schema")
+            .expect("schema");
+        let mut problems = Vec::new();
+        check(schema, "", &mut problems);
+        assert!(
+            problems.is_empty(),
+            "{file} is not structural:\n{}",
+            problems.join("\n")
+        );
+    }
+}
+
+/// The embedded PodSpec is validated (its fields and types are in the schema) even though its
+/// upstream descriptions are dropped.
+#[test]
+fn pod_spec_is_validated_without_upstream_descriptions() {
+    for (file, crd) in kaos_api::crd::all() {
+        let json = serde_json::to_value(&crd).expect("CRDs serialize");
+        let pod_spec = json
+            .pointer("/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/podSpec")
+            .unwrap_or_else(|| panic!("{file} has spec.podSpec"));
+        assert!(
+            pod_spec.get("description").is_some(),
+            "{file}: podSpec keeps our description"
+        );
+        let containers = pod_spec.pointer("/properties/containers/items/properties/name/type");
+        assert_eq!(
+            containers,
+            Some(&Value::from("string")),
+            "{file}: containers[].name is typed"
+        );
+        let text = serde_json::to_string(&pod_spec["properties"]).expect("serializes");
+        assert!(
+            !text.contains("\"description\""),
+            "{file}: upstream PodSpec descriptions are dropped"
+        );
+    }
+}

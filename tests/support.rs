@@ -1,0 +1,63 @@
+//! Helpers shared by the repository-level tests.
+
+use std::path::{Path, PathBuf};
+
+use kaos_testkit::schema::{CrdSchema, FieldError, UnknownFields};
+use serde_json::Value;
+
+/// The repository root (this crate lives in `<root>/tests`).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the tests crate sits inside the repository")
+        .to_path_buf()
+}
+
+/// Every YAML document of a file, as JSON values (empty documents skipped).
+pub fn yaml_documents(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text)
+        .unwrap_or_else(|e| panic!("{} is not valid YAML: {e}", path.display()));
+    docs.into_iter().filter(|d| !d.is_null()).collect()
+}
+
+/// The admission schema of each kind, from the CRDs the code generates.
+pub struct Schemas {
+    pub agent: CrdSchema,
+    pub modelapi: CrdSchema,
+    pub mcpserver: CrdSchema,
+}
+
+impl Default for Schemas {
+    fn default() -> Self {
+        let mut schemas = kaos_api::crd::all().into_iter().map(|(_, crd)| {
+            let json = serde_json::to_value(crd).expect("CRDs serialize");
+            CrdSchema::from_crd(&json, "v1alpha1").expect("every CRD serves v1alpha1")
+        });
+        let mut next = || schemas.next().expect("three CRDs");
+        Self {
+            agent: next(),
+            modelapi: next(),
+            mcpserver: next(),
+        }
+    }
+}
+
+impl Schemas {
+    /// Admits a manifest of any of the three kinds with strict field validation, as
+    /// `kubectl apply --server-side` does; returns the stored (defaulted) object.
+    pub fn admit(&self, manifest: &Value) -> Result<Value, Vec<String>> {
+        let schema = match manifest.get("kind").and_then(Value::as_str) {
+            Some("Agent") => &self.agent,
+            Some("ModelAPI") => &self.modelapi,
+            Some("MCPServer") => &self.mcpserver,
+            other => panic!("not a kaos.tools kind: {other:?}"),
+        };
+        let mut object = manifest.clone();
+        schema
+            .admit(&mut object, None, UnknownFields::Reject)
+            .map(|()| object)
+            .map_err(|errors| errors.iter().map(FieldError::to_string).collect())
+    }
+}

@@ -1,0 +1,292 @@
+//! The CRDs reject bad input with a message naming the field and what to fix, and their defaults
+//! are the same as the Rust types' defaults (so `kaosctl render` and the API server agree).
+
+use kaos_api::agent::Agent;
+use kaos_api::mcpserver::MCPServer;
+use kaos_api::modelapi::ModelAPI;
+use kaos_tests::Schemas;
+use serde_json::{Value, json};
+
+fn agent(spec: Value) -> Value {
+    json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "Agent", "metadata": {"name": "a"}, "spec": spec})
+}
+fn modelapi(spec: Value) -> Value {
+    json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "ModelAPI", "metadata": {"name": "m"}, "spec": spec})
+}
+fn mcpserver(spec: Value) -> Value {
+    json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "MCPServer", "metadata": {"name": "t"}, "spec": spec})
+}
+
+fn proxy(extra: Value) -> Value {
+    let mut proxy = json!({"models": ["*"]});
+    proxy
+        .as_object_mut()
+        .expect("object")
+        .extend(extra.as_object().expect("object").clone());
+    modelapi(json!({"mode": "Proxy", "proxyConfig": proxy}))
+}
+
+/// (case, manifest, the one error expected)
+fn rejected_cases() -> Vec<(&'static str, Value, &'static str)> {
+    let secret = json!({"name": "s", "key": "k"});
+    vec![
+        (
+            "Proxy without proxyConfig",
+            modelapi(json!({"mode": "Proxy"})),
+            r#"spec: Invalid value: "object": mode Proxy requires proxyConfig (at least proxyConfig.models)"#,
+        ),
+        (
+            "Hosted without hostedConfig",
+            modelapi(json!({"mode": "Hosted"})),
+            r#"spec: Invalid value: "object": mode Hosted requires hostedConfig (at least hostedConfig.model)"#,
+        ),
+        (
+            "configYaml with both sources",
+            proxy(
+                json!({"configYaml": {"fromString": "model_list: []", "fromSecretKeyRef": secret}}),
+            ),
+            r#"spec.proxyConfig.configYaml: Invalid value: "object": configYaml: set exactly one of fromString or fromSecretKeyRef"#,
+        ),
+        (
+            "configYaml with no source",
+            proxy(json!({"configYaml": {}})),
+            r#"spec.proxyConfig.configYaml: Invalid value: "object": configYaml: set exactly one of fromString or fromSecretKeyRef"#,
+        ),
+        (
+            "apiKey with value and valueFrom",
+            proxy(json!({"apiKey": {"value": "sk", "valueFrom": {"secretKeyRef": secret}}})),
+            r#"spec.proxyConfig.apiKey: Invalid value: "object": apiKey: set exactly one of value or valueFrom"#,
+        ),
+        (
+            "apiKey.valueFrom with both refs",
+            proxy(
+                json!({"apiKey": {"valueFrom": {"secretKeyRef": secret, "configMapKeyRef": secret}}}),
+            ),
+            r#"spec.proxyConfig.apiKey.valueFrom: Invalid value: "object": apiKey.valueFrom: set exactly one of secretKeyRef or configMapKeyRef"#,
+        ),
+        (
+            "custom runtime without image",
+            mcpserver(json!({"runtime": "custom"})),
+            r#"spec: Invalid value: "object": runtime custom requires container.image (the MCP server image to run)"#,
+        ),
+        (
+            "custom runtime with an empty image",
+            mcpserver(json!({"runtime": "custom", "container": {"image": ""}})),
+            r#"spec: Invalid value: "object": runtime custom requires container.image (the MCP server image to run)"#,
+        ),
+        (
+            "gateway timeout that is not a duration",
+            agent(
+                json!({"modelAPI": "m", "model": "x", "gatewayRoute": {"timeout": "30 seconds"}}),
+            ),
+            r#"spec.gatewayRoute.timeout: Invalid value: "object": timeout must be a duration such as 30s, 5m, 1h30m or 500ms (0s sets no timeout)"#,
+        ),
+        (
+            "unknown mode",
+            modelapi(json!({"mode": "Local", "hostedConfig": {"model": "x"}})),
+            r#"spec.mode: Unsupported value: "Local": supported values: "Proxy", "Hosted""#,
+        ),
+        (
+            "empty models list",
+            modelapi(json!({"mode": "Proxy", "proxyConfig": {"models": []}})),
+            "spec.proxyConfig.models: Invalid value: 0: spec.proxyConfig.models in body should have at least 1 items",
+        ),
+        (
+            "missing model",
+            agent(json!({"modelAPI": "m"})),
+            "spec.model: Required value",
+        ),
+        (
+            "missing modelAPI",
+            agent(json!({"model": "x"})),
+            "spec.modelAPI: Required value",
+        ),
+        (
+            "missing runtime",
+            mcpserver(json!({})),
+            "spec.runtime: Required value",
+        ),
+        (
+            "missing hosted model",
+            modelapi(json!({"mode": "Hosted", "hostedConfig": {}})),
+            "spec.hostedConfig.model: Required value",
+        ),
+        (
+            "loop steps above 20",
+            agent(json!({"modelAPI": "m", "model": "x", "config": {"reasoningLoopMaxSteps": 21}})),
+            "spec.config.reasoningLoopMaxSteps: Invalid value: 21: spec.config.reasoningLoopMaxSteps in body should be less than or equal to 20",
+        ),
+        (
+            "loop steps below 1",
+            agent(json!({"modelAPI": "m", "model": "x", "config": {"reasoningLoopMaxSteps": 0}})),
+            "spec.config.reasoningLoopMaxSteps: Invalid value: 0: spec.config.reasoningLoopMaxSteps in body should be greater than or equal to 1",
+        ),
+        (
+            "context limit above 100",
+            agent(
+                json!({"modelAPI": "m", "model": "x", "config": {"memory": {"contextLimit": 101}}}),
+            ),
+            "spec.config.memory.contextLimit: Invalid value: 101: spec.config.memory.contextLimit in body should be less than or equal to 100",
+        ),
+        (
+            "max sessions above 100000",
+            agent(
+                json!({"modelAPI": "m", "model": "x", "config": {"memory": {"maxSessions": 100001}}}),
+            ),
+            "spec.config.memory.maxSessions: Invalid value: 100001: spec.config.memory.maxSessions in body should be less than or equal to 100000",
+        ),
+        (
+            "max session events 0",
+            agent(
+                json!({"modelAPI": "m", "model": "x", "config": {"memory": {"maxSessionEvents": 0}}}),
+            ),
+            "spec.config.memory.maxSessionEvents: Invalid value: 0: spec.config.memory.maxSessionEvents in body should be greater than or equal to 1",
+        ),
+        (
+            "unknown memory type",
+            agent(json!({"modelAPI": "m", "model": "x", "config": {"memory": {"type": "redis"}}})),
+            r#"spec.config.memory.type: Unsupported value: "redis": supported values: "local""#,
+        ),
+        (
+            "negative replicas",
+            agent(json!({"modelAPI": "m", "model": "x", "replicas": -1})),
+            "spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0",
+        ),
+        (
+            "expose as a string",
+            agent(json!({"modelAPI": "m", "model": "x", "agentNetwork": {"expose": "yes"}})),
+            r#"spec.agentNetwork.expose: Invalid value: "string": spec.agentNetwork.expose in body must be of type boolean: "string""#,
+        ),
+        (
+            "misspelt field under strict validation",
+            agent(json!({"modelAPI": "m", "model": "x", "mcpServer": ["t"]})),
+            r#"unknown field "spec.mcpServer""#,
+        ),
+        (
+            "podSpec container without a name",
+            agent(
+                json!({"modelAPI": "m", "model": "x", "podSpec": {"containers": [{"image": "i"}]}}),
+            ),
+            "spec.podSpec.containers[0].name: Required value",
+        ),
+    ]
+}
+
+#[test]
+fn bad_manifests_are_rejected_with_a_message_that_says_what_to_fix() {
+    let schemas = Schemas::default();
+    let mut failures = Vec::new();
+    for (case, manifest, expected) in rejected_cases() {
+        match schemas.admit(&manifest) {
+            Ok(_) => failures.push(format!("{case}: accepted")),
+            Err(errors) if errors != [expected] => failures.push(format!(
+                "{case}:\n  expected {expected}\n  got      {errors:?}"
+            )),
+            Err(_) => {}
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn good_manifests_near_each_rule_are_accepted() {
+    let schemas = Schemas::default();
+    let secret = json!({"name": "s", "key": "k"});
+    let accepted = [
+        modelapi(json!({"mode": "Hosted", "hostedConfig": {"model": "smollm2:135m"}})),
+        proxy(json!({"configYaml": {"fromString": "model_list: []"}})),
+        proxy(json!({"configYaml": {"fromSecretKeyRef": secret}})),
+        proxy(json!({"apiKey": {"value": "sk-test"}})),
+        proxy(json!({"apiKey": {"valueFrom": {"configMapKeyRef": secret}}})),
+        mcpserver(json!({"runtime": "custom", "container": {"image": "ghcr.io/x/y:1"}})),
+        mcpserver(json!({"runtime": "python-string", "params": "def f(): pass"})),
+        agent(json!({"modelAPI": "m", "model": "x", "gatewayRoute": {"timeout": "0s"}})),
+        agent(json!({"modelAPI": "m", "model": "x", "gatewayRoute": {"timeout": "1h30m15s500ms"}})),
+        agent(json!({"modelAPI": "m", "model": "x", "replicas": 0,
+                     "podSpec": {"containers": [{"name": "agent"}], "nodeSelector": {"pool": "gpu"}}})),
+    ];
+    for manifest in accepted {
+        if let Err(errors) = schemas.admit(&manifest) {
+            panic!("{manifest} is rejected: {errors:?}");
+        }
+    }
+}
+
+/// What the API server stores for a minimal manifest reads into the same Rust value as the
+/// manifest itself: the serde defaults equal the CRD defaults.
+#[test]
+fn schema_defaults_equal_rust_defaults() {
+    let schemas = Schemas::default();
+    let minimal_agent = agent(json!({"modelAPI": "m", "model": "x", "agentNetwork": {},
+                                     "config": {"memory": {}, "telemetry": {}}}));
+    let stored = schemas
+        .admit(&minimal_agent)
+        .expect("minimal agent is valid");
+    let spec = &stored["spec"];
+    assert_eq!(spec["waitForDependencies"], true);
+    assert_eq!(spec["agentNetwork"]["expose"], true);
+    assert_eq!(spec["config"]["reasoningLoopMaxSteps"], 5);
+    assert_eq!(
+        spec["config"]["memory"],
+        json!({"enabled": true, "type": "local", "contextLimit": 6, "maxSessions": 1000, "maxSessionEvents": 500})
+    );
+    assert_eq!(spec["config"]["telemetry"], json!({"enabled": false}));
+    let from_server: Agent = serde_json::from_value(stored).expect("reads");
+    let from_manifest: Agent = serde_json::from_value(minimal_agent).expect("reads");
+    assert_eq!(from_server.spec, from_manifest.spec);
+
+    for (manifest, read) in [
+        (
+            modelapi(json!({"mode": "Hosted", "hostedConfig": {"model": "m"}, "telemetry": {}})),
+            "ModelAPI",
+        ),
+        (
+            mcpserver(json!({"runtime": "kubernetes", "telemetry": {}})),
+            "MCPServer",
+        ),
+    ] {
+        let stored = schemas.admit(&manifest).expect("valid");
+        let same = match read {
+            "ModelAPI" => {
+                serde_json::from_value::<ModelAPI>(stored)
+                    .expect("reads")
+                    .spec
+                    == serde_json::from_value::<ModelAPI>(manifest)
+                        .expect("reads")
+                        .spec
+            }
+            _ => {
+                serde_json::from_value::<MCPServer>(stored)
+                    .expect("reads")
+                    .spec
+                    == serde_json::from_value::<MCPServer>(manifest)
+                        .expect("reads")
+                        .spec
+            }
+        };
+        assert!(same, "{read}: stored object and manifest read differently");
+    }
+}
+
+/// Readers ignore fields they do not know, so an older controller keeps working with a newer
+/// CRD; writers leave unset optional fields out.
+#[test]
+fn readers_are_tolerant_and_writers_omit_unset_fields() {
+    let newer = agent(
+        json!({"modelAPI": "m", "model": "x", "futureField": {"a": 1},
+                             "config": {"futureKnob": true}}),
+    );
+    let read: Agent = serde_json::from_value(newer).expect("unknown fields are ignored");
+    assert_eq!(read.spec.model, "x");
+
+    let written = serde_json::to_value(&read).expect("serializes");
+    assert_eq!(
+        written["spec"],
+        json!({"modelAPI": "m", "model": "x", "waitForDependencies": true,
+               "config": {"reasoningLoopMaxSteps": 5}})
+    );
+    assert!(
+        !written.to_string().contains("null"),
+        "no nulls are written: {written}"
+    );
+}
