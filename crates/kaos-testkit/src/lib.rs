@@ -1,7 +1,27 @@
-//! kaos-testkit: the pieces of an in-memory Kubernetes API server that kaos-rs tests rest on.
+//! kaos-testkit: an in-memory Kubernetes API server for kaos-rs tests and the local sandbox.
 //!
-//! Today it holds the custom-resource admission the API server applies to every write:
-//! pruning of unknown fields, defaulting, structural validation and CEL
-//! `x-kubernetes-validations` (see [`schema`]). See `docs/testkit.md` for what it covers.
+//! One core ([`Cluster`]: objects, resourceVersions, watch history and kube-apiserver's write
+//! semantics) served by an axum router ([`ApiServer`]) that is a `tower::Service`, so it runs
+//! in-process under `kube::Client::new(api.router(), "default")`, or over plain HTTP on loopback
+//! ([`TestServer`]) for kubectl and separate processes. See `docs/testkit.md`.
 
+mod admin;
+mod apply;
+pub mod audit;
+pub mod auth;
+pub mod cluster;
+pub mod error;
+pub mod faults;
+pub mod http;
+pub mod manifests;
+mod meta;
+mod patch;
+pub mod resources;
 pub mod schema;
+pub mod selectors;
+pub mod server;
+pub mod simulator;
+
+pub use cluster::Cluster;
+pub use http::ApiServer;
+pub use server::{ServeOptions, TestServer};

@@ -99,24 +99,33 @@ impl FieldError {
     }
 }
 
-impl fmt::Display for FieldError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl FieldError {
+    /// The error without its field path: the `message` of a Status cause (whose `field` holds
+    /// the path).
+    pub fn detail_message(&self) -> String {
         let value = self.value.as_ref().map(render_value).unwrap_or_default();
         match &self.kind {
-            FieldErrorKind::Required => write!(f, "{}: Required value", self.path),
-            FieldErrorKind::Unknown => write!(f, "unknown field \"{}\"", self.path),
+            FieldErrorKind::Required => "Required value".to_string(),
+            FieldErrorKind::Unknown => format!("unknown field \"{}\"", self.path),
             FieldErrorKind::NotSupported(supported) => {
                 let list: Vec<String> = supported.iter().map(render_value).collect();
-                write!(
-                    f,
-                    "{}: Unsupported value: {value}: supported values: {}",
-                    self.path,
+                format!(
+                    "Unsupported value: {value}: supported values: {}",
                     list.join(", ")
                 )
             }
             FieldErrorKind::Invalid | FieldErrorKind::TypeInvalid => {
-                write!(f, "{}: Invalid value: {value}: {}", self.path, self.detail)
+                format!("Invalid value: {value}: {}", self.detail)
             }
+        }
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            FieldErrorKind::Unknown => f.write_str(&self.detail_message()),
+            _ => write!(f, "{}: {}", self.path, self.detail_message()),
         }
     }
 }

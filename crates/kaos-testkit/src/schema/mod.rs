@@ -53,6 +53,11 @@ impl CrdSchema {
         ))
     }
 
+    /// The `openAPIV3Schema` this admits against.
+    pub fn raw(&self) -> &Value {
+        &self.schema
+    }
+
     /// Admits `object` as kube-apiserver would: on success `object` is pruned and defaulted.
     /// `old` is the stored object on updates (for transition rules).
     pub fn admit(

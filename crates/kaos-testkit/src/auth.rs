@@ -1,0 +1,306 @@
+//! Bearer-token authentication and RBAC authorization from the Roles, ClusterRoles and bindings
+//! stored in the cluster. Off by default (everyone is a cluster admin). When on, every request
+//! allowed through a rule is recorded, so tests can show the rules a chart grants are all used.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+use http::{HeaderMap, header};
+use serde_json::Value;
+
+use crate::cluster::{Cluster, ListOptions};
+use crate::error::{ApiError, ApiResult};
+use crate::resources::ResourceType;
+
+/// Who is calling.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    pub user: String,
+    pub groups: Vec<String>,
+}
+
+impl Identity {
+    pub fn admin() -> Self {
+        Self {
+            user: "kaos-testkit-admin".into(),
+            groups: vec!["system:masters".into(), "system:authenticated".into()],
+        }
+    }
+
+    pub fn service_account(namespace: &str, name: &str) -> Self {
+        Self {
+            user: format!("system:serviceaccount:{namespace}:{name}"),
+            groups: vec![
+                "system:serviceaccounts".into(),
+                format!("system:serviceaccounts:{namespace}"),
+                "system:authenticated".into(),
+            ],
+        }
+    }
+}
+
+/// One allowed resource request: what a granted rule was used for.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Grant {
+    pub user: String,
+    pub verb: String,
+    pub group: String,
+    /// `plural` or `plural/subresource`.
+    pub resource: String,
+    /// Empty for cluster-scoped and all-namespace requests.
+    pub namespace: String,
+}
+
+#[derive(Default)]
+struct State {
+    enabled: bool,
+    tokens: HashMap<String, Identity>,
+    used: BTreeSet<Grant>,
+    next_token: u64,
+}
+
+/// Authentication and authorization switchboard.
+#[derive(Clone, Default)]
+pub struct Auth {
+    state: Arc<Mutex<State>>,
+}
+
+impl Auth {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Turns token authentication and RBAC on or off.
+    pub fn set_enabled(&self, enabled: bool) {
+        self.lock().enabled = enabled;
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.lock().enabled
+    }
+
+    /// A bearer token that authenticates as `identity`.
+    pub fn mint_token(&self, identity: Identity) -> String {
+        let mut state = self.lock();
+        state.next_token += 1;
+        let token = format!(
+            "kaos-testkit-token-{}-{}",
+            state.next_token,
+            identity.user.len()
+        );
+        state.tokens.insert(token.clone(), identity);
+        token
+    }
+
+    /// Every (user, verb, resource, namespace) a rule allowed so far.
+    pub fn used_grants(&self) -> Vec<Grant> {
+        self.lock().used.iter().cloned().collect()
+    }
+
+    pub fn authenticate(&self, headers: &HeaderMap) -> ApiResult<Identity> {
+        let state = self.lock();
+        let token = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        match token.and_then(|t| state.tokens.get(t)) {
+            Some(identity) => Ok(identity.clone()),
+            None if !state.enabled => Ok(Identity::admin()),
+            None => Err(ApiError::unauthorized()),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn authorize(
+        &self,
+        cluster: &Cluster,
+        identity: &Identity,
+        verb: &str,
+        rt: &ResourceType,
+        namespace: Option<&str>,
+        name: Option<&str>,
+        subresource: Option<&str>,
+    ) -> ApiResult<()> {
+        if !self.enabled() || identity.groups.iter().any(|g| g == "system:masters") {
+            return Ok(());
+        }
+        let resource = match subresource {
+            Some(sub) => format!("{}/{sub}", rt.plural),
+            None => rt.plural.clone(),
+        };
+        // Namespace objects themselves are addressed by name; their rules are cluster-wide.
+        let namespace = if rt.namespaced { namespace } else { None };
+        let allowed = rules_for(cluster, identity, namespace)
+            .iter()
+            .any(|rule| rule_allows(rule, verb, &rt.group, &resource, name));
+        if !allowed {
+            return Err(ApiError::forbidden(
+                &identity.user,
+                verb,
+                &resource,
+                &rt.group,
+                namespace,
+            ));
+        }
+        self.lock().used.insert(Grant {
+            user: identity.user.clone(),
+            verb: verb.to_string(),
+            group: rt.group.clone(),
+            resource,
+            namespace: namespace.unwrap_or("").to_string(),
+        });
+        Ok(())
+    }
+}
+
+fn strings(value: Option<&Value>) -> Vec<String> {
+    value
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn subject_matches(subject: &Value, identity: &Identity) -> bool {
+    let kind = subject.get("kind").and_then(Value::as_str).unwrap_or("");
+    let name = subject.get("name").and_then(Value::as_str).unwrap_or("");
+    match kind {
+        "User" => identity.user == name,
+        "Group" => identity.groups.iter().any(|g| g == name),
+        "ServiceAccount" => {
+            let ns = subject
+                .get("namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            identity.user == format!("system:serviceaccount:{ns}:{name}")
+        }
+        _ => false,
+    }
+}
+
+/// The rules bound to `identity`: every ClusterRoleBinding, plus RoleBindings in `namespace`.
+fn rules_for(cluster: &Cluster, identity: &Identity, namespace: Option<&str>) -> Vec<Value> {
+    let rbac = "rbac.authorization.k8s.io";
+    let list = |plural: &str, ns: &str| -> Vec<Value> {
+        cluster
+            .resource(rbac, "v1", plural)
+            .and_then(|rt| cluster.list(&rt, ns, &ListOptions::default()).ok())
+            .and_then(|l| l.get("items").and_then(Value::as_array).cloned())
+            .unwrap_or_default()
+    };
+    let role_rules = |kind: &str, name: &str, ns: &str| -> Vec<Value> {
+        let (plural, ns) = if kind == "ClusterRole" {
+            ("clusterroles", "")
+        } else {
+            ("roles", ns)
+        };
+        list(plural, ns)
+            .into_iter()
+            .filter(|r| r.pointer("/metadata/name").and_then(Value::as_str) == Some(name))
+            .flat_map(|r| {
+                r.get("rules")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .collect()
+    };
+    let mut rules = Vec::new();
+    let mut bindings: Vec<(Value, &str)> = list("clusterrolebindings", "")
+        .into_iter()
+        .map(|b| (b, ""))
+        .collect();
+    if let Some(ns) = namespace {
+        bindings.extend(list("rolebindings", ns).into_iter().map(|b| (b, ns)));
+    }
+    for (binding, ns) in bindings {
+        let subjects = binding
+            .get("subjects")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if !subjects.iter().any(|s| subject_matches(s, identity)) {
+            continue;
+        }
+        let kind = binding
+            .pointer("/roleRef/kind")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let name = binding
+            .pointer("/roleRef/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        rules.extend(role_rules(kind, name, ns));
+    }
+    rules
+}
+
+fn rule_allows(rule: &Value, verb: &str, group: &str, resource: &str, name: Option<&str>) -> bool {
+    let has = |field: &str, wanted: &str| {
+        strings(rule.get(field))
+            .iter()
+            .any(|v| v == "*" || v == wanted)
+    };
+    let names = strings(rule.get("resourceNames"));
+    has("verbs", verb)
+        && has("apiGroups", group)
+        && has("resources", resource)
+        && (names.is_empty() || name.is_some_and(|n| names.iter().any(|x| x == n)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn rules() {
+        let rule =
+            json!({"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list"]});
+        assert!(rule_allows(&rule, "get", "apps", "deployments", Some("d")));
+        assert!(!rule_allows(
+            &rule,
+            "delete",
+            "apps",
+            "deployments",
+            Some("d")
+        ));
+        assert!(!rule_allows(&rule, "get", "", "deployments", Some("d")));
+        assert!(!rule_allows(
+            &rule,
+            "get",
+            "apps",
+            "deployments/status",
+            Some("d")
+        ));
+        let named = json!({"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                           "verbs": ["get", "update"], "resourceNames": ["kaos-agent-controller"]});
+        assert!(rule_allows(
+            &named,
+            "update",
+            "coordination.k8s.io",
+            "leases",
+            Some("kaos-agent-controller")
+        ));
+        assert!(!rule_allows(
+            &named,
+            "update",
+            "coordination.k8s.io",
+            "leases",
+            Some("other")
+        ));
+        assert!(!rule_allows(
+            &named,
+            "list",
+            "coordination.k8s.io",
+            "leases",
+            None
+        ));
+        let star = json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]});
+        assert!(rule_allows(&star, "watch", "kaos.tools", "agents", None));
+    }
+}

@@ -1,0 +1,198 @@
+//! API errors as kube-apiserver sends them: a `Status` object with `code`, `reason` and `details`.
+
+use serde_json::{Value, json};
+
+use crate::schema::FieldError;
+
+/// An error answer of the API server.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApiError {
+    pub code: u16,
+    pub reason: &'static str,
+    pub message: String,
+    pub details: Value,
+}
+
+impl ApiError {
+    fn new(code: u16, reason: &'static str, message: String, details: Value) -> Self {
+        Self {
+            code,
+            reason,
+            message,
+            details,
+        }
+    }
+
+    /// `<plural>[.<group>] "<name>" not found`.
+    pub fn not_found(resource: &str, group: &str, name: &str) -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            format!("{} \"{name}\" not found", qualified(resource, group)),
+            json!({"name": name, "group": group, "kind": resource}),
+        )
+    }
+
+    pub fn already_exists(resource: &str, group: &str, name: &str) -> Self {
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{} \"{name}\" already exists", qualified(resource, group)),
+            json!({"name": name, "group": group, "kind": resource}),
+        )
+    }
+
+    /// A write based on a stale `resourceVersion`.
+    pub fn conflict(resource: &str, group: &str, name: &str) -> Self {
+        Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; \
+                 please apply your changes to the latest version and try again",
+                qualified(resource, group)
+            ),
+            json!({"name": name, "group": group, "kind": resource}),
+        )
+    }
+
+    /// A server-side apply that would take fields another manager owns.
+    pub fn apply_conflict(fields: &[(String, String)]) -> Self {
+        let lines: Vec<String> = fields
+            .iter()
+            .map(|(manager, path)| format!("conflict with \"{manager}\": {path}"))
+            .collect();
+        let causes: Vec<Value> = fields
+            .iter()
+            .map(|(manager, path)| {
+                json!({"reason": "FieldManagerConflict", "message": format!("conflict with \"{manager}\""), "field": path})
+            })
+            .collect();
+        Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Apply failed with {} conflict(s): {}",
+                fields.len(),
+                lines.join("; ")
+            ),
+            json!({"causes": causes}),
+        )
+    }
+
+    /// 422 for a rejected object, listing every field error.
+    pub fn invalid(kind: &str, group: &str, name: &str, errors: &[FieldError]) -> Self {
+        let texts: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        let subject = format!("{} \"{name}\" is invalid", qualified(kind, group));
+        let message = if texts.len() == 1 {
+            format!("{subject}: {}", texts[0])
+        } else {
+            format!("{subject}: [{}]", texts.join(", "))
+        };
+        let causes: Vec<Value> = errors
+            .iter()
+            .map(|e| json!({"reason": e.reason(), "message": e.detail_message(), "field": e.path}))
+            .collect();
+        Self::new(
+            422,
+            "Invalid",
+            message,
+            json!({"name": name, "group": group, "kind": kind, "causes": causes}),
+        )
+    }
+
+    /// 422 for a request that is well-formed but cannot be applied (e.g. a failing JSON patch test).
+    pub fn unprocessable(message: impl Into<String>) -> Self {
+        Self::new(422, "Invalid", message.into(), json!({}))
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message.into(), json!({}))
+    }
+
+    pub fn method_not_allowed(message: impl Into<String>) -> Self {
+        Self::new(405, "MethodNotAllowed", message.into(), json!({}))
+    }
+
+    pub fn unsupported_media_type(content_type: &str) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/merge-patch+json, application/json-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml (got {content_type:?})"
+            ),
+            json!({}),
+        )
+    }
+
+    pub fn gone(message: impl Into<String>) -> Self {
+        Self::new(410, "Expired", message.into(), json!({}))
+    }
+
+    pub fn forbidden(
+        user: &str,
+        verb: &str,
+        resource: &str,
+        group: &str,
+        namespace: Option<&str>,
+    ) -> Self {
+        let scope = match namespace {
+            Some(ns) => format!("in the namespace \"{ns}\""),
+            None => "at the cluster scope".to_string(),
+        };
+        Self::new(
+            403,
+            "Forbidden",
+            format!(
+                "{resource}{} is forbidden: User \"{user}\" cannot {verb} resource \"{resource}\" in API group \"{group}\" {scope}",
+                if group.is_empty() {
+                    String::new()
+                } else {
+                    format!(".{group}")
+                }
+            ),
+            json!({"group": group, "kind": resource}),
+        )
+    }
+
+    pub fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized".into(), json!({}))
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(500, "InternalError", message.into(), json!({}))
+    }
+
+    pub fn too_many_requests() -> Self {
+        Self::new(
+            429,
+            "TooManyRequests",
+            "the server has received too many requests and has asked us to try again later".into(),
+            json!({"retryAfterSeconds": 1}),
+        )
+    }
+
+    /// The `Status` object sent as the response body.
+    pub fn to_status(&self) -> Value {
+        json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "details": self.details,
+            "code": self.code,
+        })
+    }
+}
+
+fn qualified(resource: &str, group: &str) -> String {
+    if group.is_empty() {
+        resource.to_string()
+    } else {
+        format!("{resource}.{group}")
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

@@ -1,0 +1,147 @@
+//! `meta.k8s.io/v1` Table answers for `kubectl get`: the CRD's `additionalPrinterColumns` for
+//! custom resources, a few familiar columns for built-ins.
+
+use serde_json::{Value, json};
+
+use crate::resources::ResourceType;
+
+struct Column {
+    name: String,
+    kind: String,
+    path: Option<String>,
+}
+
+fn columns(rt: &ResourceType) -> Vec<Column> {
+    let col = |name: &str, kind: &str, path: Option<&str>| Column {
+        name: name.into(),
+        kind: kind.into(),
+        path: path.map(String::from),
+    };
+    let mut columns = vec![col("Name", "string", Some(".metadata.name"))];
+    if !rt.printer_columns.is_empty() {
+        for c in &rt.printer_columns {
+            columns.push(col(
+                c.get("name").and_then(Value::as_str).unwrap_or(""),
+                c.get("type").and_then(Value::as_str).unwrap_or("string"),
+                c.get("jsonPath").and_then(Value::as_str),
+            ));
+        }
+        return columns;
+    }
+    match (rt.group.as_str(), rt.plural.as_str()) {
+        ("apps", "deployments") => columns.extend([
+            col("Ready", "string", None),
+            col("Up-to-date", "integer", Some(".status.updatedReplicas")),
+            col("Available", "integer", Some(".status.availableReplicas")),
+        ]),
+        ("", "services") => columns.extend([
+            col("Type", "string", Some(".spec.type")),
+            col("Cluster-IP", "string", Some(".spec.clusterIP")),
+        ]),
+        ("", "configmaps") => columns.push(col("Data", "integer", None)),
+        _ => {}
+    }
+    columns.push(col("Age", "date", Some(".metadata.creationTimestamp")));
+    columns
+}
+
+/// Follows a simple JSONPath (`.a.b`, `.a[0].b`).
+fn lookup<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
+    let mut current = object;
+    for part in path
+        .trim_start_matches('.')
+        .split('.')
+        .filter(|p| !p.is_empty())
+    {
+        let (field, index) = match part.split_once('[') {
+            Some((field, rest)) => (field, rest.trim_end_matches(']').parse::<usize>().ok()),
+            None => (part, None),
+        };
+        current = current.get(field)?;
+        if let Some(i) = index {
+            current = current.get(i)?;
+        }
+    }
+    Some(current)
+}
+
+/// `5s`, `3m`, `2h`, `4d`, as kubectl prints ages.
+fn age(timestamp: &str) -> String {
+    let Ok(then) = timestamp.parse::<jiff::Timestamp>() else {
+        return "<unknown>".into();
+    };
+    let seconds = (jiff::Timestamp::now().as_second() - then.as_second()).max(0);
+    match seconds {
+        s if s < 120 => format!("{s}s"),
+        s if s < 7200 => format!("{}m", s / 60),
+        s if s < 172_800 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
+fn cell(column: &Column, object: &Value) -> Value {
+    let Some(path) = &column.path else {
+        return match column.name.as_str() {
+            "Ready" => {
+                let ready = object
+                    .pointer("/status/readyReplicas")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0);
+                let want = object
+                    .pointer("/spec/replicas")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0);
+                json!(format!("{ready}/{want}"))
+            }
+            "Data" => json!(
+                object
+                    .get("data")
+                    .and_then(Value::as_object)
+                    .map_or(0, |d| d.len())
+            ),
+            _ => Value::Null,
+        };
+    };
+    match (lookup(object, path), column.kind.as_str()) {
+        (Some(Value::String(ts)), "date") => json!(age(ts)),
+        (Some(value), _) => value.clone(),
+        (None, _) => Value::Null,
+    }
+}
+
+pub fn to_table(rt: &ResourceType, value: &Value, include_object: Option<&str>) -> Value {
+    let columns = columns(rt);
+    let objects: Vec<&Value> = match value.get("items").and_then(Value::as_array) {
+        Some(items) => items.iter().collect(),
+        None => vec![value],
+    };
+    let rows: Vec<Value> = objects
+        .iter()
+        .map(|object| {
+            let cells: Vec<Value> = columns.iter().map(|c| cell(c, object)).collect();
+            let embedded = match include_object {
+                Some("None") => Value::Null,
+                Some("Object") => (*object).clone(),
+                _ => super::to_metadata(object),
+            };
+            json!({"cells": cells, "object": embedded})
+        })
+        .collect();
+    let definitions: Vec<Value> = columns
+        .iter()
+        .map(|c| {
+            let (kind, format) = match c.kind.as_str() {
+                "date" => ("string", ""),
+                other => (other, if c.name == "Name" { "name" } else { "" }),
+            };
+            json!({"name": c.name, "type": kind, "format": format, "description": "", "priority": 0})
+        })
+        .collect();
+    json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {"resourceVersion": value.pointer("/metadata/resourceVersion").cloned().unwrap_or(json!(""))},
+        "columnDefinitions": definitions,
+        "rows": rows,
+    })
+}

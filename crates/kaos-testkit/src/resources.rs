@@ -1,0 +1,349 @@
+//! The resource types the server serves: a fixed catalogue of built-in kinds, plus one type per
+//! established CustomResourceDefinition.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::schema::CrdSchema;
+
+/// One served resource (a group/version/plural).
+pub struct ResourceType {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub plural: String,
+    pub singular: String,
+    pub namespaced: bool,
+    pub short_names: Vec<String>,
+    pub categories: Vec<String>,
+    /// Has a `/status` subresource: main writes ignore `status`, status writes change only it.
+    pub has_status: bool,
+    /// `metadata.generation` is maintained (bumped on changes outside metadata and status).
+    pub tracks_generation: bool,
+    /// Admission schema of a custom resource.
+    pub schema: Option<Arc<CrdSchema>>,
+    /// `additionalPrinterColumns` of a custom resource.
+    pub printer_columns: Vec<Value>,
+    /// Name of the CRD that defines it (none for built-ins).
+    pub crd: Option<String>,
+}
+
+impl ResourceType {
+    /// `apps/v1`, or `v1` for the core group.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// The key objects of this type are stored under (`<group>/<plural>`): every served
+    /// version of a group shares the objects, as with kube-apiserver's storage.
+    pub fn storage_key(&self) -> String {
+        format!("{}/{}", self.group, self.plural)
+    }
+
+    pub fn verbs(&self) -> Vec<&'static str> {
+        vec![
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch",
+        ]
+    }
+}
+
+struct Builtin {
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    namespaced: bool,
+    short_names: &'static [&'static str],
+    has_status: bool,
+    tracks_generation: bool,
+}
+
+// A positional constructor keeps the catalogue below one readable line per kind.
+#[allow(clippy::too_many_arguments)]
+const fn builtin(
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    namespaced: bool,
+    short_names: &'static [&'static str],
+    has_status: bool,
+    tracks_generation: bool,
+) -> Builtin {
+    Builtin {
+        group,
+        version,
+        kind,
+        plural,
+        namespaced,
+        short_names,
+        has_status,
+        tracks_generation,
+    }
+}
+
+const BUILTINS: &[Builtin] = &[
+    builtin(
+        "",
+        "v1",
+        "Namespace",
+        "namespaces",
+        false,
+        &["ns"],
+        true,
+        false,
+    ),
+    builtin(
+        "",
+        "v1",
+        "ConfigMap",
+        "configmaps",
+        true,
+        &["cm"],
+        false,
+        false,
+    ),
+    builtin("", "v1", "Secret", "secrets", true, &[], false, false),
+    builtin("", "v1", "Service", "services", true, &["svc"], true, false),
+    builtin(
+        "",
+        "v1",
+        "ServiceAccount",
+        "serviceaccounts",
+        true,
+        &["sa"],
+        false,
+        false,
+    ),
+    builtin("", "v1", "Event", "events", true, &["ev"], false, false),
+    builtin("", "v1", "Pod", "pods", true, &["po"], true, false),
+    builtin(
+        "apps",
+        "v1",
+        "Deployment",
+        "deployments",
+        true,
+        &["deploy"],
+        true,
+        true,
+    ),
+    builtin(
+        "coordination.k8s.io",
+        "v1",
+        "Lease",
+        "leases",
+        true,
+        &[],
+        false,
+        false,
+    ),
+    builtin(
+        "autoscaling",
+        "v2",
+        "HorizontalPodAutoscaler",
+        "horizontalpodautoscalers",
+        true,
+        &["hpa"],
+        true,
+        false,
+    ),
+    builtin(
+        "policy",
+        "v1",
+        "PodDisruptionBudget",
+        "poddisruptionbudgets",
+        true,
+        &["pdb"],
+        true,
+        true,
+    ),
+    builtin(
+        "networking.k8s.io",
+        "v1",
+        "NetworkPolicy",
+        "networkpolicies",
+        true,
+        &["netpol"],
+        false,
+        true,
+    ),
+    builtin(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "Role",
+        "roles",
+        true,
+        &[],
+        false,
+        false,
+    ),
+    builtin(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "RoleBinding",
+        "rolebindings",
+        true,
+        &[],
+        false,
+        false,
+    ),
+    builtin(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRole",
+        "clusterroles",
+        false,
+        &[],
+        false,
+        false,
+    ),
+    builtin(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRoleBinding",
+        "clusterrolebindings",
+        false,
+        &[],
+        false,
+        false,
+    ),
+    builtin(
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+        false,
+        &["crd", "crds"],
+        true,
+        true,
+    ),
+    builtin(
+        "events.k8s.io",
+        "v1",
+        "Event",
+        "events",
+        true,
+        &["ev"],
+        false,
+        false,
+    ),
+];
+
+/// The built-in resource types.
+pub fn builtins() -> Vec<ResourceType> {
+    BUILTINS
+        .iter()
+        .map(|b| ResourceType {
+            group: b.group.into(),
+            version: b.version.into(),
+            kind: b.kind.into(),
+            plural: b.plural.into(),
+            singular: b.kind.to_lowercase(),
+            namespaced: b.namespaced,
+            short_names: b.short_names.iter().map(|s| s.to_string()).collect(),
+            categories: if b.group.is_empty() || b.group == "apps" {
+                vec!["all".into()]
+            } else {
+                vec![]
+            },
+            has_status: b.has_status,
+            tracks_generation: b.tracks_generation,
+            schema: None,
+            printer_columns: vec![],
+            crd: None,
+        })
+        .collect()
+}
+
+fn strings(value: Option<&Value>) -> Vec<String> {
+    value
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The resource types a CRD serves (one per served version), or why it cannot serve any.
+pub fn from_crd(crd: &Value) -> Result<Vec<ResourceType>, String> {
+    let spec = crd.get("spec").ok_or("spec is required")?;
+    let group = spec
+        .get("group")
+        .and_then(Value::as_str)
+        .ok_or("spec.group is required")?;
+    let names = spec.get("names").ok_or("spec.names is required")?;
+    let plural = names
+        .get("plural")
+        .and_then(Value::as_str)
+        .ok_or("spec.names.plural is required")?;
+    let kind = names
+        .get("kind")
+        .and_then(Value::as_str)
+        .ok_or("spec.names.kind is required")?;
+    let singular = names
+        .get("singular")
+        .and_then(Value::as_str)
+        .map_or_else(|| kind.to_lowercase(), String::from);
+    let namespaced = spec.get("scope").and_then(Value::as_str) != Some("Cluster");
+    let name = crd
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if name != format!("{plural}.{group}") {
+        return Err(format!(
+            "metadata.name must be spec.names.plural+\".\"+spec.group: \"{plural}.{group}\""
+        ));
+    }
+    let versions = spec
+        .get("versions")
+        .and_then(Value::as_array)
+        .ok_or("spec.versions is required")?;
+    let mut types = Vec::new();
+    for version in versions {
+        if version.get("served").and_then(Value::as_bool) != Some(true) {
+            continue;
+        }
+        let version_name = version
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or("spec.versions[].name is required")?;
+        let schema = version
+            .pointer("/schema/openAPIV3Schema")
+            .map(|s| Arc::new(CrdSchema::new(s.clone())));
+        types.push(ResourceType {
+            group: group.into(),
+            version: version_name.into(),
+            kind: kind.into(),
+            plural: plural.into(),
+            singular: singular.clone(),
+            namespaced,
+            short_names: strings(names.get("shortNames")),
+            categories: strings(names.get("categories")),
+            has_status: version.pointer("/subresources/status").is_some(),
+            tracks_generation: true,
+            schema,
+            printer_columns: version
+                .get("additionalPrinterColumns")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
+            crd: Some(name.into()),
+        });
+    }
+    Ok(types)
+}

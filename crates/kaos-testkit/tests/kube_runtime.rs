@@ -1,0 +1,251 @@
+//! kube-rs's runtime (watcher, metadata watcher, Controller with `owns` and `watches`) against the
+//! testkit, in-process and over HTTP, including after injected watch cuts and 410 Gone.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kaos_testkit::faults::FaultConfig;
+use kaos_testkit::{ApiServer, Cluster, ServeOptions, TestServer};
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::core::PartialObjectMeta;
+use kube::runtime::controller::Action;
+use kube::runtime::{Controller, WatchStreamExt, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde_json::json;
+use tokio::time::timeout;
+
+fn configmap(name: &str) -> ConfigMap {
+    serde_json::from_value(json!({"metadata": {"name": name}, "data": {"k": "v"}}))
+        .expect("ConfigMap")
+}
+
+async fn http_client(server: &TestServer) -> Client {
+    let kubeconfig: kube::config::Kubeconfig =
+        serde_saphyr::from_str(&server.kubeconfig(None)).expect("kubeconfig parses");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("config");
+    Client::try_from(config).expect("client")
+}
+
+/// Collects the names the watcher reports until `want` names are seen; also returns how many
+/// errors the watcher surfaced (and recovered from) on the way.
+async fn names_seen(client: Client, want: usize) -> (Vec<String>, usize) {
+    let cms: Api<ConfigMap> = Api::default_namespaced(client);
+    let stream = watcher(cms, watcher::Config::default()).applied_objects();
+    let mut stream = std::pin::pin!(stream);
+    let (mut seen, mut errors) = (Vec::new(), 0);
+    while seen.len() < want {
+        let next = timeout(Duration::from_secs(10), stream.next())
+            .await
+            .expect("watch event in time")
+            .expect("stream continues");
+        match next {
+            Ok(cm) if !seen.contains(&cm.name_any()) => seen.push(cm.name_any()),
+            Ok(_) => {}
+            // kube's watcher reports a 410 or a failed call, then lists again on the next poll.
+            Err(_) => errors += 1,
+        }
+    }
+    seen.sort();
+    (seen, errors)
+}
+
+async fn create_configmaps(client: &Client, names: &[&str]) {
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    for name in names {
+        cms.create(&PostParams::default(), &configmap(name))
+            .await
+            .expect("create");
+    }
+}
+
+#[tokio::test]
+async fn watcher_sees_existing_and_new_objects_in_process_and_over_http() {
+    let api = ApiServer::new(Cluster::default());
+    let in_process = Client::new(api.clone().router(), "default");
+    create_configmaps(&in_process, &["a", "b"]).await;
+
+    let watching = tokio::spawn(names_seen(in_process.clone(), 3));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    create_configmaps(&in_process, &["c"]).await;
+    assert_eq!(
+        watching.await.expect("task"),
+        (vec!["a".to_string(), "b".into(), "c".into()], 0)
+    );
+
+    let server = TestServer::start(api, &ServeOptions::default())
+        .await
+        .expect("serve");
+    let over_http = http_client(&server).await;
+    let watching = tokio::spawn(names_seen(over_http.clone(), 4));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    create_configmaps(&over_http, &["d"]).await;
+    let (seen, errors) = watching.await.expect("task");
+    assert_eq!(
+        (seen, errors),
+        (vec!["a".to_string(), "b".into(), "c".into(), "d".into()], 0)
+    );
+}
+
+#[tokio::test]
+async fn watcher_recovers_from_cut_streams_and_410_gone() {
+    let api = ApiServer::new(Cluster::new(50));
+    let client = Client::new(api.clone().router(), "default");
+    // Every watch stream ends after one event; one watch start in three is answered 410.
+    api.faults.set(FaultConfig {
+        seed: 3,
+        watch_cut_events: Some(1),
+        gone_rate: 0.3,
+        ..Default::default()
+    });
+    let watching = tokio::spawn(names_seen(client.clone(), 20));
+    let names: Vec<String> = (0..20).map(|i| format!("cm-{i:02}")).collect();
+    for name in &names {
+        create_configmaps(&client, &[name]).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Compaction makes every resume from an old resourceVersion a real 410.
+    api.cluster.compact();
+    let (seen, errors) = watching.await.expect("task");
+    assert_eq!(seen, names, "every object was seen despite the faults");
+    assert!(
+        errors > 0,
+        "the injected 410s reached the watcher, which recovered"
+    );
+}
+
+#[tokio::test]
+async fn metadata_watcher_receives_partial_object_metadata() {
+    let api = ApiServer::new(Cluster::default());
+    let client = Client::new(api.clone().router(), "default");
+    create_configmaps(&client, &["m1"]).await;
+    let cms: Api<PartialObjectMeta<ConfigMap>> = Api::default_namespaced(client.clone());
+    let stream = watcher(cms, watcher::Config::default()).applied_objects();
+    let mut stream = std::pin::pin!(stream);
+    let first = timeout(Duration::from_secs(5), stream.try_next())
+        .await
+        .expect("in time")
+        .expect("no error")
+        .expect("an object");
+    assert_eq!(first.name_any(), "m1");
+    assert!(first.metadata.uid.is_some());
+    assert!(first.metadata.resource_version.is_some());
+
+    // The server answers the metadata-only form kube asks for, not the full objects.
+    let request = http::Request::get("/api/v1/namespaces/default/configmaps")
+        .header(
+            "Accept",
+            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+        )
+        .body(Vec::new())
+        .expect("request");
+    let text = client.request_text(request).await.expect("list");
+    let list: serde_json::Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(list["kind"], "PartialObjectMetadataList");
+    assert_eq!(list["items"][0]["kind"], "PartialObjectMetadata");
+    assert!(
+        list["items"][0].get("data").is_none(),
+        "no data in the metadata form"
+    );
+}
+
+/// A Controller over ConfigMaps that owns Secrets and watches other ConfigMaps through a mapper:
+/// the reconciler creates one owned Secret per ConfigMap.
+#[tokio::test]
+async fn controller_with_owns_and_watches_reconciles() {
+    let api = ApiServer::new(Cluster::default());
+    let client = Client::new(api.clone().router(), "default");
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let secrets: Api<Secret> = Api::default_namespaced(client.clone());
+    create_configmaps(&client, &["parent"]).await;
+
+    struct Ctx {
+        secrets: Api<Secret>,
+        reconciles: AtomicUsize,
+    }
+    let ctx = Arc::new(Ctx {
+        secrets: secrets.clone(),
+        reconciles: AtomicUsize::new(0),
+    });
+    async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Ctx>) -> Result<Action, kube::Error> {
+        ctx.reconciles.fetch_add(1, Ordering::SeqCst);
+        let owner = cm.controller_owner_ref(&()).expect("owner ref");
+        let secret = json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": format!("{}-secret", cm.name_any()), "ownerReferences": [owner]},
+            "stringData": {"from": cm.name_any()}});
+        ctx.secrets
+            .patch(
+                &format!("{}-secret", cm.name_any()),
+                &PatchParams::apply("test-controller").force(),
+                &Patch::Apply(secret),
+            )
+            .await?;
+        Ok(Action::await_change())
+    }
+    fn error_policy(_: Arc<ConfigMap>, _: &kube::Error, _: Arc<Ctx>) -> Action {
+        Action::requeue(Duration::from_millis(50))
+    }
+    let trigger = cms.clone();
+    let controller = Controller::new(cms.clone(), watcher::Config::default().labels("!trigger"))
+        .owns(secrets.clone(), watcher::Config::default())
+        .watches(
+            trigger,
+            watcher::Config::default().labels("trigger"),
+            |cm: ConfigMap| {
+                cm.labels().get("trigger").map(|target| {
+                    kube::runtime::reflector::ObjectRef::new(target).within("default")
+                })
+            },
+        )
+        .run(reconcile, error_policy, ctx.clone())
+        .for_each(|_| async {});
+    let running = tokio::spawn(controller);
+
+    let wait_for = |name: &'static str| {
+        let secrets = secrets.clone();
+        async move {
+            for _ in 0..200 {
+                if secrets.get(name).await.is_ok() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            panic!("{name} was never created");
+        }
+    };
+    wait_for("parent-secret").await;
+
+    // Deleting the owned Secret triggers a reconcile through `owns`, which recreates it.
+    let before = ctx.reconciles.load(Ordering::SeqCst);
+    secrets
+        .delete("parent-secret", &Default::default())
+        .await
+        .expect("delete");
+    wait_for("parent-secret").await;
+    assert!(ctx.reconciles.load(Ordering::SeqCst) > before);
+
+    // A labelled ConfigMap maps to its target through `watches`.
+    let before = ctx.reconciles.load(Ordering::SeqCst);
+    let trigger: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "t", "labels": {"trigger": "parent"}}}))
+            .expect("trigger");
+    cms.create(&PostParams::default(), &trigger)
+        .await
+        .expect("trigger");
+    for _ in 0..200 {
+        if ctx.reconciles.load(Ordering::SeqCst) > before {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        ctx.reconciles.load(Ordering::SeqCst) > before,
+        "watches mapped the trigger to its target"
+    );
+    assert_eq!(ConfigMap::kind(&()), "ConfigMap");
+    running.abort();
+}
