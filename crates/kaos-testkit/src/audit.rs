@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use http::Method;
+use http::{Method, Uri};
 
 use crate::http::path::Target;
 
@@ -34,8 +34,7 @@ impl AuditRecord {
         user: String,
         verb: &str,
         method: &Method,
-        path: &str,
-        query: &str,
+        uri: &Uri,
         target: Option<&Target>,
         code: u16,
         latency: Duration,
@@ -46,8 +45,8 @@ impl AuditRecord {
             user,
             verb: verb.to_string(),
             method: method.to_string(),
-            path: path.to_string(),
-            query: query.to_string(),
+            path: uri.path().to_string(),
+            query: uri.query().unwrap_or("").to_string(),
             group: field(|t| Some(t.group.as_str())),
             resource: field(|t| Some(t.plural.as_str())),
             subresource: field(|t| t.subresource.as_deref()),
