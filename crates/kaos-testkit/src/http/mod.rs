@@ -224,6 +224,10 @@ fn parse_body(headers: &HeaderMap, body: &Bytes) -> ApiResult<Value> {
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json");
+    // Protobuf and CBOR bodies are not decoded: a 415 makes clients fall back to JSON.
+    if content_type.contains("protobuf") || content_type.contains("cbor") {
+        return Err(ApiError::unsupported_media_type(content_type));
+    }
     match serde_json::from_slice(body) {
         Ok(value) => Ok(value),
         Err(json_error) if content_type.contains("yaml") => {
@@ -323,7 +327,8 @@ fn resource_request(
             Ok((status, patched))
         }
         ("DELETE", Some(name)) => {
-            let options_body = parse_body(headers, body)?;
+            // DeleteOptions may come as protobuf from typed clients: read what JSON we can.
+            let options_body = parse_body(headers, body).unwrap_or(Value::Null);
             let policy = query.get("propagationPolicy").or_else(|| {
                 options_body
                     .get("propagationPolicy")
