@@ -156,9 +156,51 @@ async fn metadata_watcher_receives_partial_object_metadata() {
 /// A Controller over ConfigMaps that owns Secrets and watches other ConfigMaps through a mapper:
 /// the reconciler creates one owned Secret per ConfigMap.
 #[tokio::test]
-async fn controller_with_owns_and_watches_reconciles() {
+async fn controller_with_owns_and_watches_reconciles_in_process() {
     let api = ApiServer::new(Cluster::default());
     let client = Client::new(api.clone().router(), "default");
+    controller_with_owns_and_watches(client).await;
+}
+
+#[tokio::test]
+async fn controller_with_owns_and_watches_reconciles_over_http_with_cut_watches() {
+    let api = ApiServer::new(Cluster::default());
+    api.faults.set(FaultConfig { seed: 11, watch_cut_after: Some(Duration::from_millis(150)), gone_rate: 0.2, ..Default::default() });
+    let server = TestServer::start(api, &ServeOptions::default()).await.expect("serve");
+    controller_with_owns_and_watches(http_client(&server).await).await;
+}
+
+#[tokio::test]
+async fn watches_get_bookmarks_when_they_allow_them() {
+    let mut api = ApiServer::new(Cluster::default());
+    api.bookmark_interval = Duration::from_millis(20);
+    let client = Client::new(api.clone().router(), "default");
+    create_configmaps(&client, &["b1"]).await;
+    let request = http::Request::get(
+        "/api/v1/namespaces/default/configmaps?watch=true&allowWatchBookmarks=true&timeoutSeconds=1&resourceVersion=0",
+    )
+    .body(Vec::new())
+    .expect("request");
+    let mut lines = std::pin::pin!(client.request_events::<serde_json::Value>(request).await.expect("watch"));
+    let mut types = Vec::new();
+    while let Some(Ok(event)) = lines.next().await {
+        let kind = match event {
+            kube::core::WatchEvent::Added(_) => "ADDED",
+            kube::core::WatchEvent::Modified(_) => "MODIFIED",
+            kube::core::WatchEvent::Deleted(_) => "DELETED",
+            kube::core::WatchEvent::Bookmark(_) => "BOOKMARK",
+            kube::core::WatchEvent::Error(_) => "ERROR",
+        };
+        types.push(kind.to_string());
+        if types.iter().any(|t| t == "BOOKMARK") {
+            break;
+        }
+    }
+    assert_eq!(types.first().map(String::as_str), Some("ADDED"));
+    assert!(types.iter().any(|t| t == "BOOKMARK"), "{types:?}");
+}
+
+async fn controller_with_owns_and_watches(client: Client) {
     let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
     let secrets: Api<Secret> = Api::default_namespaced(client.clone());
     create_configmaps(&client, &["parent"]).await;
