@@ -165,8 +165,15 @@ async fn controller_with_owns_and_watches_reconciles_in_process() {
 #[tokio::test]
 async fn controller_with_owns_and_watches_reconciles_over_http_with_cut_watches() {
     let api = ApiServer::new(Cluster::default());
-    api.faults.set(FaultConfig { seed: 11, watch_cut_after: Some(Duration::from_millis(150)), gone_rate: 0.2, ..Default::default() });
-    let server = TestServer::start(api, &ServeOptions::default()).await.expect("serve");
+    api.faults.set(FaultConfig {
+        seed: 11,
+        watch_cut_after: Some(Duration::from_millis(150)),
+        gone_rate: 0.2,
+        ..Default::default()
+    });
+    let server = TestServer::start(api, &ServeOptions::default())
+        .await
+        .expect("serve");
     controller_with_owns_and_watches(http_client(&server).await).await;
 }
 
@@ -181,7 +188,12 @@ async fn watches_get_bookmarks_when_they_allow_them() {
     )
     .body(Vec::new())
     .expect("request");
-    let mut lines = std::pin::pin!(client.request_events::<serde_json::Value>(request).await.expect("watch"));
+    let mut lines = std::pin::pin!(
+        client
+            .request_events::<serde_json::Value>(request)
+            .await
+            .expect("watch")
+    );
     let mut types = Vec::new();
     while let Some(Ok(event)) = lines.next().await {
         let kind = match event {

@@ -1,0 +1,364 @@
+//! Prometheus metrics with controller-runtime's names, labels and buckets, so the dashboards
+//! operator users already have work; every family exists from startup.
+
+use std::time::{Duration, Instant};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::{Family, MetricConstructor};
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use crate::process::ProcessCollector;
+
+/// controller-runtime's reconcile-time buckets (seconds).
+pub const RECONCILE_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
+    1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
+    25.0, 30.0, 40.0, 50.0, 60.0,
+];
+
+/// Outcomes of a reconcile, as controller-runtime labels them.
+pub const RESULTS: &[&str] = &["success", "error", "requeue", "requeue_after"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ControllerLabels {
+    pub controller: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub controller: String,
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NameLabels {
+    pub name: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    pub code: String,
+    pub method: String,
+    pub host: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResourceLabels {
+    pub kind: String,
+    pub phase: String,
+}
+
+#[derive(Clone)]
+struct ReconcileHistogram;
+
+impl MetricConstructor<Histogram> for ReconcileHistogram {
+    fn new_metric(&self) -> Histogram {
+        Histogram::new(RECONCILE_BUCKETS.iter().copied())
+    }
+}
+
+/// The metrics of one controller process.
+pub struct Metrics {
+    controller: String,
+    registry: Registry,
+    reconcile_total: Family<ResultLabels, Counter>,
+    reconcile_errors: Family<ControllerLabels, Counter>,
+    reconcile_time: Family<ControllerLabels, Histogram, ReconcileHistogram>,
+    max_concurrent: Family<ControllerLabels, Gauge>,
+    active_workers: Family<ControllerLabels, Gauge>,
+    leader_status: Family<NameLabels, Gauge>,
+    rest_requests: Family<RequestLabels, Counter>,
+    resources: Family<ResourceLabels, Gauge>,
+}
+
+impl Metrics {
+    /// Registers every family and creates its label sets, so a scrape right after startup shows
+    /// them all. `kinds` lists each custom-resource kind with its phases for `kaos_resources`.
+    pub fn new(controller: &str, lease: &str, api_host: &str, kinds: &[(&str, &[&str])]) -> Self {
+        let mut registry = Registry::default();
+        let metrics = Self {
+            controller: controller.to_string(),
+            reconcile_total: Family::default(),
+            reconcile_errors: Family::default(),
+            reconcile_time: Family::new_with_constructor(ReconcileHistogram),
+            max_concurrent: Family::default(),
+            active_workers: Family::default(),
+            leader_status: Family::default(),
+            rest_requests: Family::default(),
+            resources: Family::default(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "controller_runtime_reconcile",
+            "Total number of reconciliations per controller",
+            metrics.reconcile_total.clone(),
+        );
+        registry.register(
+            "controller_runtime_reconcile_errors",
+            "Total number of reconciliation errors per controller",
+            metrics.reconcile_errors.clone(),
+        );
+        registry.register(
+            "controller_runtime_reconcile_time_seconds",
+            "Length of time per reconciliation per controller",
+            metrics.reconcile_time.clone(),
+        );
+        registry.register(
+            "controller_runtime_max_concurrent_reconciles",
+            "Maximum number of concurrent reconciles per controller",
+            metrics.max_concurrent.clone(),
+        );
+        registry.register(
+            "controller_runtime_active_workers",
+            "Number of currently used workers per controller",
+            metrics.active_workers.clone(),
+        );
+        registry.register(
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease.",
+            metrics.leader_status.clone(),
+        );
+        registry.register(
+            "rest_client_requests",
+            "Number of HTTP requests, partitioned by status code, method, and host.",
+            metrics.rest_requests.clone(),
+        );
+        registry.register(
+            "kaos_resources",
+            "Number of KAOS custom resources by kind and phase",
+            metrics.resources.clone(),
+        );
+        registry.register_collector(Box::new(ProcessCollector));
+
+        let controller_labels = ControllerLabels {
+            controller: controller.to_string(),
+        };
+        for result in RESULTS {
+            drop(metrics.reconcile_total.get_or_create(&ResultLabels {
+                controller: controller.to_string(),
+                result: result.to_string(),
+            }));
+        }
+        drop(metrics.reconcile_errors.get_or_create(&controller_labels));
+        drop(metrics.reconcile_time.get_or_create(&controller_labels));
+        drop(metrics.max_concurrent.get_or_create(&controller_labels));
+        drop(metrics.active_workers.get_or_create(&controller_labels));
+        drop(metrics.leader_status.get_or_create(&NameLabels {
+            name: lease.to_string(),
+        }));
+        drop(metrics.rest_requests.get_or_create(&RequestLabels {
+            code: "200".into(),
+            method: "GET".into(),
+            host: api_host.to_string(),
+        }));
+        for (kind, phases) in kinds {
+            for phase in *phases {
+                drop(metrics.resources.get_or_create(&ResourceLabels {
+                    kind: kind.to_string(),
+                    phase: phase.to_string(),
+                }));
+            }
+        }
+        Self {
+            registry,
+            ..metrics
+        }
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The OpenMetrics text of every family.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+
+    fn labels(&self) -> ControllerLabels {
+        ControllerLabels {
+            controller: self.controller.clone(),
+        }
+    }
+
+    pub fn set_max_concurrent_reconciles(&self, n: u16) {
+        self.max_concurrent
+            .get_or_create(&self.labels())
+            .set(i64::from(n));
+    }
+
+    pub fn set_leader(&self, lease: &str, leading: bool) {
+        self.leader_status
+            .get_or_create(&NameLabels {
+                name: lease.to_string(),
+            })
+            .set(i64::from(leading));
+    }
+
+    /// Starts timing one reconcile; finish it with [`ReconcileTimer::finish`].
+    pub fn reconcile_started(&self) -> ReconcileTimer<'_> {
+        self.active_workers.get_or_create(&self.labels()).inc();
+        ReconcileTimer {
+            metrics: self,
+            started: Instant::now(),
+            finished: false,
+        }
+    }
+
+    pub fn record_request(&self, code: u16, method: &str, host: &str) {
+        self.rest_requests
+            .get_or_create(&RequestLabels {
+                code: code.to_string(),
+                method: method.to_string(),
+                host: host.to_string(),
+            })
+            .inc();
+    }
+
+    /// Sets `kaos_resources{kind, phase}` from counts (phases missing from `counts` become 0).
+    pub fn set_resource_counts(&self, kind: &str, phases: &[&str], counts: &[(String, i64)]) {
+        for phase in phases {
+            let count = counts
+                .iter()
+                .find(|(p, _)| p == phase)
+                .map_or(0, |(_, c)| *c);
+            self.resources
+                .get_or_create(&ResourceLabels {
+                    kind: kind.into(),
+                    phase: phase.to_string(),
+                })
+                .set(count);
+        }
+    }
+}
+
+/// The outcome of a reconcile, for the `result` label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Success,
+    Error,
+    Requeue,
+    RequeueAfter,
+}
+
+/// Times a reconcile and counts it when finished (or as an error if dropped unfinished).
+pub struct ReconcileTimer<'a> {
+    metrics: &'a Metrics,
+    started: Instant,
+    finished: bool,
+}
+
+impl ReconcileTimer<'_> {
+    pub fn finish(mut self, outcome: Outcome) -> Duration {
+        self.finished = true;
+        self.record(outcome)
+    }
+
+    fn record(&self, outcome: Outcome) -> Duration {
+        let elapsed = self.started.elapsed();
+        let metrics = self.metrics;
+        let labels = metrics.labels();
+        metrics.active_workers.get_or_create(&labels).dec();
+        metrics
+            .reconcile_time
+            .get_or_create(&labels)
+            .observe(elapsed.as_secs_f64());
+        let result = match outcome {
+            Outcome::Success => "success",
+            Outcome::Error => "error",
+            Outcome::Requeue => "requeue",
+            Outcome::RequeueAfter => "requeue_after",
+        };
+        metrics
+            .reconcile_total
+            .get_or_create(&ResultLabels {
+                controller: metrics.controller.clone(),
+                result: result.into(),
+            })
+            .inc();
+        if outcome == Outcome::Error {
+            metrics.reconcile_errors.get_or_create(&labels).inc();
+        }
+        elapsed
+    }
+}
+
+impl Drop for ReconcileTimer<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.record(Outcome::Error);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_family_is_present_from_startup() {
+        let metrics = Metrics::new(
+            "agent",
+            "kaos-agent-controller",
+            "10.0.0.1:443",
+            &[("Agent", &["Pending", "Ready"])],
+        );
+        let text = metrics.encode();
+        for family in [
+            "controller_runtime_reconcile_total{controller=\"agent\",result=\"success\"} 0",
+            "controller_runtime_reconcile_total{controller=\"agent\",result=\"requeue_after\"} 0",
+            "controller_runtime_reconcile_errors_total{controller=\"agent\"} 0",
+            "controller_runtime_reconcile_time_seconds_bucket{le=\"0.005\",controller=\"agent\"} 0",
+            "controller_runtime_reconcile_time_seconds_bucket{le=\"60.0\",controller=\"agent\"} 0",
+            "controller_runtime_max_concurrent_reconciles{controller=\"agent\"} 0",
+            "controller_runtime_active_workers{controller=\"agent\"} 0",
+            "leader_election_master_status{name=\"kaos-agent-controller\"} 0",
+            "rest_client_requests_total{code=\"200\",method=\"GET\",host=\"10.0.0.1:443\"} 0",
+            "kaos_resources{kind=\"Agent\",phase=\"Ready\"} 0",
+            "process_resident_memory_bytes ",
+            "process_cpu_seconds_total ",
+            "process_open_fds ",
+            "process_start_time_seconds ",
+        ] {
+            assert!(text.contains(family), "missing {family}:\n{text}");
+        }
+    }
+
+    #[test]
+    fn reconciles_are_counted_by_outcome() {
+        let metrics = Metrics::new("mcp", "lease", "h", &[]);
+        metrics.reconcile_started().finish(Outcome::Success);
+        metrics.reconcile_started().finish(Outcome::Error);
+        drop(metrics.reconcile_started());
+        let text = metrics.encode();
+        assert!(
+            text.contains(
+                "controller_runtime_reconcile_total{controller=\"mcp\",result=\"success\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "controller_runtime_reconcile_total{controller=\"mcp\",result=\"error\"} 2"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("controller_runtime_reconcile_errors_total{controller=\"mcp\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("controller_runtime_reconcile_time_seconds_count{controller=\"mcp\"} 3"),
+            "{text}"
+        );
+        assert!(
+            text.contains("controller_runtime_active_workers{controller=\"mcp\"} 0"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,324 @@
+//! The user's `spec.podSpec` merged over the generated pod spec with Kubernetes strategic-merge
+//! semantics, and the deterministic hash that tells when a rollout is due.
+//!
+//! Rules (`kaos-contract.md` §1): `containers`, `initContainers`, `ephemeralContainers`,
+//! `volumes` and `imagePullSecrets` merge by `name`; inside a container `env` by `name`, `ports`
+//! by `containerPort`, `volumeMounts` by `mountPath`; maps merge key by key; scalars overwrite;
+//! every other list (`tolerations`, `command`, `args`, `envFrom`, …) is replaced; a patch
+//! container with a new name is appended; an empty patch list changes nothing.
+
+use k8s_openapi::api::core::v1::PodSpec;
+use serde_json::{Map, Value};
+
+/// Why a pod spec could not be merged; reported to the user as a Failed status.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum MergeError {
+    #[error("spec.podSpec.{list}[{index}] has no {key}, which merging needs")]
+    MissingKey {
+        list: String,
+        index: usize,
+        key: &'static str,
+    },
+    #[error("spec.podSpec does not merge into a valid pod spec: {0}")]
+    Invalid(String),
+}
+
+/// The merge key of a list field, or None when the list is replaced as a whole.
+fn merge_key(field: &str) -> Option<&'static str> {
+    match field {
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "volumes"
+        | "imagePullSecrets"
+        | "env" => Some("name"),
+        "ports" => Some("containerPort"),
+        "volumeMounts" => Some("mountPath"),
+        _ => None,
+    }
+}
+
+/// Merges `patch` over `base` and returns the merged pod spec.
+pub fn merge_pod_spec(base: &PodSpec, patch: &PodSpec) -> Result<PodSpec, MergeError> {
+    let mut merged = serde_json::to_value(base).map_err(|e| MergeError::Invalid(e.to_string()))?;
+    let patch = serde_json::to_value(patch).map_err(|e| MergeError::Invalid(e.to_string()))?;
+    merge_value(&mut merged, &patch, "")?;
+    serde_json::from_value(merged).map_err(|e| MergeError::Invalid(e.to_string()))
+}
+
+fn merge_value(base: &mut Value, patch: &Value, field: &str) -> Result<(), MergeError> {
+    match (base, patch) {
+        (Value::Object(base), Value::Object(patch)) => merge_maps(base, patch),
+        (Value::Array(base), Value::Array(patch)) => {
+            if patch.is_empty() {
+                return Ok(());
+            }
+            match merge_key(field) {
+                Some(key) => merge_keyed(base, patch, field, key),
+                None => {
+                    *base = patch.clone();
+                    Ok(())
+                }
+            }
+        }
+        (base, patch) => {
+            *base = patch.clone();
+            Ok(())
+        }
+    }
+}
+
+fn merge_maps(base: &mut Map<String, Value>, patch: &Map<String, Value>) -> Result<(), MergeError> {
+    for (key, value) in patch {
+        match base.get_mut(key) {
+            Some(existing) => merge_value(existing, value, key)?,
+            None => {
+                if !value.as_array().is_some_and(Vec::is_empty) {
+                    base.insert(key.clone(), value.clone());
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn merge_keyed(
+    base: &mut Vec<Value>,
+    patch: &[Value],
+    field: &str,
+    key: &'static str,
+) -> Result<(), MergeError> {
+    for (index, item) in patch.iter().enumerate() {
+        let id = item.get(key).ok_or_else(|| MergeError::MissingKey {
+            list: field.to_string(),
+            index,
+            key,
+        })?;
+        match base.iter_mut().find(|b| b.get(key) == Some(id)) {
+            Some(existing) => merge_value(existing, item, "")?,
+            None => base.push(item.clone()),
+        }
+    }
+    Ok(())
+}
+
+/// A deterministic hash of a value: FNV-1a (64 bit) over its JSON with sorted keys, as 16 hex
+/// digits. Stable across processes and versions, so it never causes a rollout by itself.
+pub fn stable_hash<T: serde::Serialize>(value: &T) -> String {
+    let json = serde_json::to_value(value).unwrap_or(Value::Null);
+    let mut text = String::new();
+    canonical(&json, &mut text);
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in text.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{hash:016x}")
+}
+
+/// JSON with object keys sorted at every level, whatever serde_json's map order is.
+fn canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                canonical(&map[key], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec(value: Value) -> PodSpec {
+        serde_json::from_value(value).expect("valid pod spec")
+    }
+
+    fn base() -> PodSpec {
+        spec(json!({
+            "containers": [{
+                "name": "agent", "image": "agent:1", "command": ["run"], "args": ["--a"],
+                "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
+                "ports": [{"containerPort": 8000, "name": "http"}],
+                "volumeMounts": [{"name": "cfg", "mountPath": "/etc/cfg"}],
+                "envFrom": [{"configMapRef": {"name": "x"}}]
+            }],
+            "initContainers": [{"name": "init", "image": "init:1"}],
+            "volumes": [{"name": "cfg", "configMap": {"name": "cfg"}}],
+            "imagePullSecrets": [{"name": "pull"}],
+            "nodeSelector": {"pool": "default", "zone": "a"},
+            "tolerations": [{"key": "a", "operator": "Exists"}],
+            "serviceAccountName": "default"
+        }))
+    }
+
+    fn merged(patch: Value) -> Value {
+        let merged = merge_pod_spec(&base(), &spec(patch)).expect("merges");
+        serde_json::to_value(merged).expect("serializes")
+    }
+
+    /// One row per merge rule: the patch, a JSON pointer into the result, the expected value.
+    #[test]
+    fn merge_rules_table() {
+        let cases: Vec<(&str, Value, &str, Value)> = vec![
+            (
+                "containers merge by name: fields of the base survive",
+                json!({"containers": [{"name": "agent", "image": "agent:2"}]}),
+                "/containers/0",
+                json!({"name": "agent", "image": "agent:2", "command": ["run"], "args": ["--a"],
+                "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
+                "ports": [{"containerPort": 8000, "name": "http"}],
+                "volumeMounts": [{"name": "cfg", "mountPath": "/etc/cfg"}],
+                "envFrom": [{"configMapRef": {"name": "x"}}]}),
+            ),
+            (
+                "a new container is appended as a sidecar",
+                json!({"containers": [{"name": "proxy", "image": "envoy"}]}),
+                "/containers/1",
+                json!({"name": "proxy", "image": "envoy"}),
+            ),
+            (
+                "initContainers merge by name",
+                json!({"initContainers": [{"name": "init", "image": "init:2"}, {"name": "warm", "image": "w"}]}),
+                "/initContainers",
+                json!([{"name": "init", "image": "init:2"}, {"name": "warm", "image": "w"}]),
+            ),
+            (
+                "volumes merge by name",
+                json!({"volumes": [{"name": "data", "emptyDir": {}}]}),
+                "/volumes",
+                json!([{"name": "cfg", "configMap": {"name": "cfg"}}, {"name": "data", "emptyDir": {}}]),
+            ),
+            (
+                "imagePullSecrets merge by name",
+                json!({"imagePullSecrets": [{"name": "other"}]}),
+                "/imagePullSecrets",
+                json!([{"name": "pull"}, {"name": "other"}]),
+            ),
+            (
+                "env merges by name: replaced in place, new appended",
+                json!({"containers": [{"name": "agent", "env": [{"name": "B", "value": "9"}, {"name": "C", "value": "3"}]}]}),
+                "/containers/0/env",
+                json!([{"name": "A", "value": "1"}, {"name": "B", "value": "9"}, {"name": "C", "value": "3"}]),
+            ),
+            (
+                "ports merge by containerPort",
+                json!({"containers": [{"name": "agent", "ports": [{"containerPort": 8000, "name": "web"}, {"containerPort": 9090, "name": "metrics"}]}]}),
+                "/containers/0/ports",
+                json!([{"containerPort": 8000, "name": "web"}, {"containerPort": 9090, "name": "metrics"}]),
+            ),
+            (
+                "volumeMounts merge by mountPath",
+                json!({"containers": [{"name": "agent", "volumeMounts": [{"name": "other", "mountPath": "/etc/cfg"}, {"name": "data", "mountPath": "/data"}]}]}),
+                "/containers/0/volumeMounts",
+                json!([{"name": "other", "mountPath": "/etc/cfg"}, {"name": "data", "mountPath": "/data"}]),
+            ),
+            (
+                "maps merge key by key",
+                json!({"nodeSelector": {"zone": "b", "gpu": "true"}}),
+                "/nodeSelector",
+                json!({"pool": "default", "zone": "b", "gpu": "true"}),
+            ),
+            (
+                "scalars overwrite",
+                json!({"serviceAccountName": "agent-sa"}),
+                "/serviceAccountName",
+                json!("agent-sa"),
+            ),
+            (
+                "tolerations are replaced",
+                json!({"tolerations": [{"key": "b", "operator": "Exists"}]}),
+                "/tolerations",
+                json!([{"key": "b", "operator": "Exists"}]),
+            ),
+            (
+                "command is replaced",
+                json!({"containers": [{"name": "agent", "command": ["other"]}]}),
+                "/containers/0/command",
+                json!(["other"]),
+            ),
+            (
+                "args are replaced",
+                json!({"containers": [{"name": "agent", "args": ["--b", "--c"]}]}),
+                "/containers/0/args",
+                json!(["--b", "--c"]),
+            ),
+            (
+                "envFrom is replaced",
+                json!({"containers": [{"name": "agent", "envFrom": [{"secretRef": {"name": "s"}}]}]}),
+                "/containers/0/envFrom",
+                json!([{"secretRef": {"name": "s"}}]),
+            ),
+            (
+                "an empty patch list changes nothing",
+                json!({"tolerations": [], "volumes": [], "containers": [{"name": "agent", "env": []}]}),
+                "",
+                serde_json::to_value(base()).expect("json"),
+            ),
+        ];
+        for (rule, patch, pointer, expected) in cases {
+            let result = merged(patch);
+            assert_eq!(result.pointer(pointer), Some(&expected), "{rule}");
+        }
+    }
+
+    #[test]
+    fn an_unmergeable_patch_is_an_error_not_a_silent_drop() {
+        let mut patch = PodSpec::default();
+        let mut container: k8s_openapi::api::core::v1::Container = Default::default();
+        container.image = Some("x".into());
+        patch.containers = vec![container];
+        let mut unnamed = serde_json::to_value(&patch).expect("json");
+        unnamed["containers"][0]
+            .as_object_mut()
+            .expect("object")
+            .remove("name");
+        let err = merge_value(
+            &mut serde_json::to_value(base()).expect("json"),
+            &unnamed,
+            "",
+        )
+        .expect_err("no key");
+        assert_eq!(
+            err.to_string(),
+            "spec.podSpec.containers[0] has no name, which merging needs"
+        );
+    }
+
+    #[test]
+    fn hash_is_stable_and_order_independent() {
+        let a = json!({"b": 1, "a": {"y": [1, 2], "x": "s"}});
+        let b: Value =
+            serde_json::from_str(r#"{"a": {"x": "s", "y": [1, 2]}, "b": 1}"#).expect("json");
+        assert_eq!(stable_hash(&a), stable_hash(&b));
+        assert_eq!(stable_hash(&a).len(), 16);
+        assert_ne!(
+            stable_hash(&a),
+            stable_hash(&json!({"b": 2, "a": {"y": [1, 2], "x": "s"}}))
+        );
+        // Pinned (FNV-1a of `{"a":1}`): a changed hash function would roll every workload on upgrade.
+        assert_eq!(stable_hash(&json!({"a": 1})), "9c3e82dd6fcae8b1");
+    }
+}
