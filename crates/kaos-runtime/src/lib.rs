@@ -2,9 +2,17 @@
 //! leader election, the admin server, controller-runtime-compatible metrics, settings, logging,
 //! and the reconcile and pod-spec helpers.
 
+pub mod admin;
 pub mod backoff;
+pub mod client;
 pub mod conditions;
 pub mod leader;
+pub mod logging;
 pub mod metrics;
 pub mod podspec;
 pub mod process;
+pub mod runner;
+pub mod settings;
+
+pub use runner::{ControllerId, Runtime, run};
+pub use settings::{DataPlaneArgs, GatewayArgs, RuntimeArgs};

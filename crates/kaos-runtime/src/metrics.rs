@@ -220,6 +220,16 @@ impl Metrics {
             .inc();
     }
 
+    pub fn record_request_error(&self, method: &str, host: &str) {
+        self.rest_requests
+            .get_or_create(&RequestLabels {
+                code: "<error>".into(),
+                method: method.to_string(),
+                host: host.to_string(),
+            })
+            .inc();
+    }
+
     /// Sets `kaos_resources{kind, phase}` from counts (phases missing from `counts` become 0).
     pub fn set_resource_counts(&self, kind: &str, phases: &[&str], counts: &[(String, i64)]) {
         for phase in phases {

@@ -286,10 +286,14 @@ mod tests {
 
     #[test]
     fn an_unmergeable_patch_is_an_error_not_a_silent_drop() {
-        let mut patch = PodSpec::default();
-        let mut container: k8s_openapi::api::core::v1::Container = Default::default();
-        container.image = Some("x".into());
-        patch.containers = vec![container];
+        let container = k8s_openapi::api::core::v1::Container {
+            image: Some("x".into()),
+            ..Default::default()
+        };
+        let patch = PodSpec {
+            containers: vec![container],
+            ..Default::default()
+        };
         let mut unnamed = serde_json::to_value(&patch).expect("json");
         unnamed["containers"][0]
             .as_object_mut()
