@@ -4,8 +4,10 @@
 
 pub mod admin;
 pub mod backoff;
+pub mod children;
 pub mod client;
 pub mod conditions;
+pub mod events;
 pub mod leader;
 pub mod logging;
 pub mod metrics;
@@ -13,6 +15,7 @@ pub mod podspec;
 pub mod process;
 pub mod runner;
 pub mod settings;
+pub mod workload;
 
 pub use runner::{ControllerId, Runtime, run};
 pub use settings::{DataPlaneArgs, GatewayArgs, RuntimeArgs};
