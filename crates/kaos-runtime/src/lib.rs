@@ -13,8 +13,10 @@ pub mod logging;
 pub mod metrics;
 pub mod podspec;
 pub mod process;
+pub mod rollout;
 pub mod runner;
 pub mod settings;
+pub mod stores;
 pub mod workload;
 
 pub use runner::{ControllerId, Runtime, run};

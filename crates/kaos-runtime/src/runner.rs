@@ -101,6 +101,48 @@ impl Runtime {
         self.health.set_ready();
     }
 
+    /// Marks the process ready once every one of `synced` has resolved (the controllers' caches).
+    pub fn mark_ready_when(&self, synced: Vec<futures::future::BoxFuture<'static, ()>>) {
+        let health = self.health.clone();
+        tokio::spawn(async move {
+            futures::future::join_all(synced).await;
+            health.set_ready();
+        });
+    }
+
+    /// Keeps `kaos_resources{kind,phase}` up to date from the controllers' caches, every 5 s.
+    pub fn track_phases<K, F>(
+        &self,
+        kind: &'static str,
+        phases: &'static [&'static str],
+        stores: Vec<kube::runtime::reflector::Store<K>>,
+        phase_of: F,
+    ) where
+        K: kube::Resource + Clone + Send + Sync + 'static,
+        K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
+        F: Fn(&K) -> Option<&'static str> + Send + 'static,
+    {
+        let metrics = self.metrics.clone();
+        let mut shutdown = self.shutdown.clone();
+        tokio::spawn(async move {
+            loop {
+                let mut counts: Vec<(String, i64)> = Vec::new();
+                for object in stores.iter().flat_map(|s| s.state()) {
+                    let phase = phase_of(&object).unwrap_or("Pending").to_string();
+                    match counts.iter_mut().find(|(p, _)| *p == phase) {
+                        Some((_, n)) => *n += 1,
+                        None => counts.push((phase, 1)),
+                    }
+                }
+                metrics.set_resource_counts(kind, phases, &counts);
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+                    _ = shutdown.wait_for(|s| *s) => return,
+                }
+            }
+        });
+    }
+
     /// The namespaces to watch: the configured ones, or None for all namespaces.
     pub fn watch_namespaces(&self) -> Option<&[String]> {
         (!self.args.watch_namespaces.is_empty()).then_some(self.args.watch_namespaces.as_slice())

@@ -134,6 +134,19 @@ impl Workload {
     }
 }
 
+/// The controller reference a child carries to its custom resource (garbage collection deletes
+/// the child with it). Works on objects not yet stored (empty uid), for `kaosctl render`.
+pub fn owner_of<K: kube::Resource<DynamicType = ()>>(object: &K) -> OwnerReference {
+    OwnerReference {
+        api_version: K::api_version(&()).to_string(),
+        kind: K::kind(&()).to_string(),
+        name: object.meta().name.clone().unwrap_or_default(),
+        uid: object.meta().uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
 /// `gateway.networking.k8s.io/v1` HTTPRoute.
 pub fn http_route_resource() -> ApiResource {
     ApiResource::from_gvk(&GroupVersionKind::gvk(

@@ -1,0 +1,92 @@
+//! What a Deployment's status says about a workload: the mirror every kind's status carries,
+//! whether it is ready, and the message users see.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kaos_api::common::DeploymentStatus;
+
+/// The state of an owned Deployment as the custom resource reports it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rollout {
+    pub mirror: Option<DeploymentStatus>,
+    /// At least one ready replica.
+    pub ready: bool,
+    /// `Deployment ready replicas: <ready>/<desired>`.
+    pub message: String,
+    /// The Deployment reported `Progressing=False` (e.g. ProgressDeadlineExceeded) with nothing
+    /// ready: the message of that condition.
+    pub failure: Option<String>,
+}
+
+/// Reads the cached Deployment (None: not created yet).
+pub fn observe(deployment: Option<&Deployment>) -> Rollout {
+    let Some(deployment) = deployment else {
+        return Rollout {
+            mirror: None,
+            ready: false,
+            message: "Deployment ready replicas: 0/0".into(),
+            failure: None,
+        };
+    };
+    let status = deployment.status.clone().unwrap_or_default();
+    let desired = deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.replicas)
+        .unwrap_or(1);
+    let ready_replicas = status.ready_replicas.unwrap_or(0);
+    let conditions = status.conditions.clone().unwrap_or_default();
+    let failure = conditions
+        .iter()
+        .find(|c| c.type_ == "Progressing" && c.status == "False")
+        .filter(|_| ready_replicas == 0)
+        .map(|c| {
+            c.message
+                .clone()
+                .unwrap_or_else(|| c.reason.clone().unwrap_or_default())
+        });
+    Rollout {
+        mirror: Some(DeploymentStatus {
+            replicas: status.replicas.unwrap_or(0),
+            ready_replicas,
+            available_replicas: status.available_replicas.unwrap_or(0),
+            updated_replicas: status.updated_replicas.unwrap_or(0),
+            conditions,
+        }),
+        ready: ready_replicas >= 1,
+        message: format!("Deployment ready replicas: {ready_replicas}/{desired}"),
+        failure,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn deployment(status: serde_json::Value) -> Deployment {
+        serde_json::from_value(json!({"metadata": {"name": "d"}, "spec": {"replicas": 2, "selector": {}, "template": {}}, "status": status}))
+            .expect("deployment")
+    }
+
+    #[test]
+    fn ready_pending_and_failed_rollouts() {
+        let none = observe(None);
+        assert!(!none.ready && none.mirror.is_none());
+        let ready = observe(Some(&deployment(
+            json!({"replicas": 2, "readyReplicas": 1, "availableReplicas": 1, "updatedReplicas": 2}),
+        )));
+        assert!(ready.ready);
+        assert_eq!(ready.message, "Deployment ready replicas: 1/2");
+        assert_eq!(ready.mirror.as_ref().map(|m| m.updated_replicas), Some(2));
+        let pending = observe(Some(&deployment(json!({"replicas": 2}))));
+        assert!(!pending.ready && pending.failure.is_none());
+        assert_eq!(pending.message, "Deployment ready replicas: 0/2");
+        let failed = observe(Some(&deployment(json!({"replicas": 2, "conditions": [
+            {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded", "message": "ReplicaSet \"d\" has timed out progressing."}
+        ]}))));
+        assert_eq!(
+            failed.failure.as_deref(),
+            Some("ReplicaSet \"d\" has timed out progressing.")
+        );
+    }
+}

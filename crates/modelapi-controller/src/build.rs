@@ -1,0 +1,400 @@
+//! ModelAPI spec (+ operator settings) → the children that serve it. Pure: no IO.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{
+    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
+    EnvVarSource, HTTPGetAction, KeyToPath, PodSpec, Probe, SecretKeySelector, SecretVolumeSource,
+    Service, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kaos_api::modelapi::{ModelAPI, ModelAPIMode, ProxyConfig};
+use kaos_runtime::podspec::{merge_pod_spec, stable_hash};
+use kaos_runtime::workload::{
+    Workload, apply_container_override, env, image, log_level, merge_telemetry, owner_of,
+    with_user_env,
+};
+use kube::ResourceExt;
+use kube::core::DynamicObject;
+
+use crate::litellm;
+use crate::settings::Settings;
+
+pub const PROXY_PORT: i32 = 8000;
+pub const OLLAMA_PORT: i32 = 11434;
+pub const CONTAINER: &str = "model-api";
+/// Pod-template annotation: the hash of the LiteLLM config the pods mount.
+pub const CONFIG_HASH_ANNOTATION: &str = "kaos.tools/config-hash";
+const CONFIG_DIR: &str = "/etc/litellm";
+const CONFIG_KEY: &str = "config.yaml";
+const OLLAMA_DATA: &str = "/root/.ollama";
+
+/// A spec the controller cannot turn into children: a condition reason and what to fix.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct BuildError {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl BuildError {
+    pub fn new(reason: &'static str, message: String) -> Self {
+        Self { reason, message }
+    }
+}
+
+/// Everything a ModelAPI should have in the cluster.
+#[derive(Clone, Debug)]
+pub struct Desired {
+    pub deployment: Deployment,
+    pub service: Service,
+    /// The generated or inline LiteLLM config (Proxy without `fromSecretKeyRef`).
+    pub config_map: Option<ConfigMap>,
+    pub http_route: Option<DynamicObject>,
+    pub endpoint: String,
+    /// Set when `spec.telemetry` asks for something Hosted mode cannot do.
+    pub telemetry_ignored: bool,
+}
+
+pub fn deployment_name(name: &str) -> String {
+    format!("modelapi-{name}")
+}
+
+pub fn config_map_name(name: &str) -> String {
+    format!("litellm-config-{name}")
+}
+
+/// The labels of every child; also the selector.
+pub fn labels(name: &str) -> std::collections::BTreeMap<String, String> {
+    [
+        ("app".to_string(), "modelapi".to_string()),
+        ("modelapi".to_string(), name.to_string()),
+    ]
+    .into()
+}
+
+/// Selects every child of every ModelAPI (the controller's watch caches).
+pub const CHILD_SELECTOR: &str = "app=modelapi";
+
+fn http_probe(path: &str, port: i32, initial_delay: i32, period: i32) -> Probe {
+    Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some(path.into()),
+            port: IntOrString::Int(port),
+            ..Default::default()
+        }),
+        initial_delay_seconds: Some(initial_delay),
+        period_seconds: Some(period),
+        timeout_seconds: Some(5),
+        failure_threshold: Some(3),
+        ..Default::default()
+    }
+}
+
+fn port(container_port: i32) -> Vec<ContainerPort> {
+    vec![ContainerPort {
+        container_port,
+        name: Some("http".into()),
+        protocol: Some("TCP".into()),
+        ..Default::default()
+    }]
+}
+
+/// LiteLLM's log levels: TRACE is DEBUG, anything else passes through; INFO by default.
+fn litellm_log(level: &str) -> String {
+    match level.to_ascii_uppercase().as_str() {
+        "TRACE" => "DEBUG".into(),
+        other => other.to_string(),
+    }
+}
+
+fn api_key_env(proxy: &ProxyConfig) -> Option<EnvVar> {
+    let key = proxy.api_key.as_ref()?;
+    if let Some(value) = &key.value {
+        return Some(env("PROXY_API_KEY", value.clone()));
+    }
+    let from = key.value_from.as_ref()?;
+    let source = if let Some(secret) = &from.secret_key_ref {
+        EnvVarSource {
+            secret_key_ref: Some(secret.clone()),
+            ..Default::default()
+        }
+    } else {
+        EnvVarSource {
+            config_map_key_ref: from.config_map_key_ref.clone(),
+            ..Default::default()
+        }
+    };
+    Some(EnvVar {
+        name: "PROXY_API_KEY".into(),
+        value: None,
+        value_from: Some(source),
+    })
+}
+
+fn proxy_pod(
+    m: &ModelAPI,
+    proxy: &ProxyConfig,
+    settings: &Settings,
+    telemetry: Option<&kaos_api::common::Telemetry>,
+) -> Result<(PodSpec, Option<String>), BuildError> {
+    let name = m.name_any();
+    let container_override = m.spec.container.as_ref();
+    let image = image(
+        container_override,
+        settings.default_litellm_image.as_deref(),
+    )
+    .ok_or_else(|| {
+        BuildError::new(
+            "NoImage",
+            "no LiteLLM image: set spec.container.image or the operator's DEFAULT_LITELLM_IMAGE"
+                .into(),
+        )
+    })?;
+    let mut generated = Vec::new();
+    if let Some(base) = proxy.api_base.as_deref().filter(|b| !b.is_empty()) {
+        generated.push(env("PROXY_API_BASE", base));
+    }
+    generated.extend(api_key_env(proxy));
+    let user_at = generated.len();
+    generated.push(env(
+        "LITELLM_LOG",
+        litellm_log(&log_level(&settings.data_plane)),
+    ));
+    if let Some(t) = telemetry.filter(|t| t.enabled) {
+        generated.push(env("OTEL_EXPORTER", "otlp_grpc"));
+        generated.push(env(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            t.endpoint.clone().unwrap_or_default(),
+        ));
+        generated.push(env("OTEL_SERVICE_NAME", name.clone()));
+        generated.push(env("OTEL_PYTHON_EXCLUDED_URLS", "/health"));
+    }
+    let user_env = container_override
+        .map(|c| c.env.as_slice())
+        .unwrap_or_default();
+    let (volume, config_text) = match proxy.config_yaml.as_ref() {
+        Some(c) if c.from_secret_key_ref.is_some() => {
+            let secret: &SecretKeySelector = c.from_secret_key_ref.as_ref().expect("checked above");
+            let volume = Volume {
+                name: "litellm-config".into(),
+                secret: Some(SecretVolumeSource {
+                    secret_name: Some(secret.name.clone()),
+                    items: Some(vec![KeyToPath {
+                        key: secret.key.clone(),
+                        path: CONFIG_KEY.into(),
+                        mode: None,
+                    }]),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            (volume, None)
+        }
+        other => {
+            let text = match other.and_then(|c| c.from_string.clone()) {
+                Some(text) => {
+                    litellm::validate(&text, &proxy.models)?;
+                    text
+                }
+                None => litellm::generate(proxy, telemetry.is_some_and(|t| t.enabled)),
+            };
+            let volume = Volume {
+                name: "litellm-config".into(),
+                config_map: Some(ConfigMapVolumeSource {
+                    name: config_map_name(&name),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            (volume, Some(text))
+        }
+    };
+    let mut container = Container {
+        name: CONTAINER.into(),
+        image: Some(image),
+        args: Some(vec![
+            "--config".into(),
+            format!("{CONFIG_DIR}/{CONFIG_KEY}"),
+            "--port".into(),
+            PROXY_PORT.to_string(),
+        ]),
+        ports: Some(port(PROXY_PORT)),
+        env: Some(with_user_env(generated, user_env, user_at)),
+        volume_mounts: Some(vec![VolumeMount {
+            name: "litellm-config".into(),
+            mount_path: CONFIG_DIR.into(),
+            read_only: Some(true),
+            ..Default::default()
+        }]),
+        liveness_probe: Some(http_probe("/health/liveliness", PROXY_PORT, 30, 10)),
+        readiness_probe: Some(http_probe("/health/liveliness", PROXY_PORT, 15, 5)),
+        ..Default::default()
+    };
+    apply_container_override(&mut container, container_override);
+    let pod = PodSpec {
+        containers: vec![container],
+        volumes: Some(vec![volume]),
+        ..Default::default()
+    };
+    Ok((pod, config_text))
+}
+
+/// Single-quotes a value for `/bin/sh`.
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+fn hosted_pod(m: &ModelAPI, model: &str, settings: &Settings) -> Result<PodSpec, BuildError> {
+    let container_override = m.spec.container.as_ref();
+    let image =
+        image(container_override, settings.default_ollama_image.as_deref()).ok_or_else(|| {
+            BuildError::new(
+                "NoImage",
+                "no Ollama image: set spec.container.image or the operator's DEFAULT_OLLAMA_IMAGE"
+                    .into(),
+            )
+        })?;
+    let data_mount = VolumeMount {
+        name: "ollama-data".into(),
+        mount_path: OLLAMA_DATA.into(),
+        ..Default::default()
+    };
+    // Start a server, wait for it, pull the model into the shared volume, stop the server.
+    let script = format!(
+        "ollama serve & pid=$!; until ollama list >/dev/null 2>&1; do sleep 1; done; ollama pull {}; status=$?; kill $pid; wait $pid 2>/dev/null; exit $status",
+        shell_quote(model)
+    );
+    let pull = Container {
+        name: "pull-model".into(),
+        image: Some(image.clone()),
+        command: Some(vec!["/bin/sh".into(), "-c".into()]),
+        args: Some(vec![script]),
+        volume_mounts: Some(vec![data_mount.clone()]),
+        ..Default::default()
+    };
+    let mut generated = Vec::new();
+    match log_level(&settings.data_plane)
+        .to_ascii_uppercase()
+        .as_str()
+    {
+        "TRACE" => generated.push(env("OLLAMA_DEBUG", "2")),
+        "DEBUG" => generated.push(env("OLLAMA_DEBUG", "1")),
+        _ => {}
+    }
+    let user_env = container_override
+        .map(|c| c.env.as_slice())
+        .unwrap_or_default();
+    let mut container = Container {
+        name: CONTAINER.into(),
+        image: Some(image),
+        ports: Some(port(OLLAMA_PORT)),
+        env: Some(with_user_env(generated, user_env, 0)).filter(|e| !e.is_empty()),
+        volume_mounts: Some(vec![data_mount]),
+        liveness_probe: Some(http_probe("/", OLLAMA_PORT, 30, 10)),
+        readiness_probe: Some(http_probe("/", OLLAMA_PORT, 10, 5)),
+        ..Default::default()
+    };
+    apply_container_override(&mut container, container_override);
+    Ok(PodSpec {
+        init_containers: Some(vec![pull]),
+        containers: vec![container],
+        volumes: Some(vec![Volume {
+            name: "ollama-data".into(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    })
+}
+
+/// The children of `m`, or why there can be none.
+pub fn build(m: &ModelAPI, settings: &Settings) -> Result<Desired, BuildError> {
+    let name = m.name_any();
+    let namespace = m.namespace().unwrap_or_else(|| "default".into());
+    let telemetry = merge_telemetry(m.spec.telemetry.as_ref(), &settings.data_plane);
+    let (generated, config_text, port, telemetry_ignored) = match m.spec.mode {
+        ModelAPIMode::Proxy => {
+            let proxy = m.spec.proxy_config.as_ref().ok_or_else(|| {
+                BuildError::new(
+                    "MissingProxyConfig",
+                    "mode Proxy requires spec.proxyConfig".into(),
+                )
+            })?;
+            let (pod, text) = proxy_pod(m, proxy, settings, telemetry.as_ref())?;
+            (pod, text, PROXY_PORT, false)
+        }
+        ModelAPIMode::Hosted => {
+            let hosted = m.spec.hosted_config.as_ref().ok_or_else(|| {
+                BuildError::new(
+                    "MissingHostedConfig",
+                    "mode Hosted requires spec.hostedConfig".into(),
+                )
+            })?;
+            let pod = hosted_pod(m, &hosted.model, settings)?;
+            (
+                pod,
+                None,
+                OLLAMA_PORT,
+                telemetry.as_ref().is_some_and(|t| t.enabled),
+            )
+        }
+    };
+    let pod = match &m.spec.pod_spec {
+        Some(user) => merge_pod_spec(&generated, user)
+            .map_err(|e| BuildError::new("InvalidPodSpec", e.to_string()))?,
+        None => generated,
+    };
+    let workload = Workload {
+        name: deployment_name(&name),
+        namespace: namespace.clone(),
+        labels: labels(&name),
+        owner: owner_of(m),
+        port,
+    };
+    let config_map = config_text.map(|text| ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(config_map_name(&name)),
+            namespace: Some(namespace.clone()),
+            labels: Some(labels(&name)),
+            owner_references: Some(vec![owner_of(m)]),
+            ..Default::default()
+        },
+        data: Some([(CONFIG_KEY.to_string(), text)].into()),
+        ..Default::default()
+    });
+    let timeout = m
+        .spec
+        .gateway_route
+        .as_ref()
+        .and_then(|g| g.timeout.as_deref());
+    let mut deployment = workload.deployment(pod, m.spec.replicas);
+    if let Some(text) = config_map
+        .as_ref()
+        .and_then(|c| c.data.as_ref())
+        .and_then(|d| d.get(CONFIG_KEY))
+    {
+        // The config is mounted, not part of the pod spec: its hash rolls the pods when it changes.
+        let template = deployment
+            .spec
+            .as_mut()
+            .and_then(|s| s.template.metadata.as_mut());
+        if let Some(annotations) = template.and_then(|m| m.annotations.as_mut()) {
+            annotations.insert(CONFIG_HASH_ANNOTATION.into(), stable_hash(text));
+        }
+    }
+    Ok(Desired {
+        deployment,
+        service: workload.service(),
+        config_map,
+        http_route: workload.http_route(
+            "modelapi",
+            &name,
+            timeout,
+            &settings.gateway_default_timeout,
+            &settings.gateway,
+        ),
+        endpoint: workload.endpoint(),
+        telemetry_ignored,
+    })
+}

@@ -1,0 +1,17 @@
+//! The ModelAPI controller: reconciles `kaos.tools/v1alpha1` ModelAPIs into LiteLLM proxies
+//! (Proxy) and Ollama servers (Hosted). `build` is pure and also serves `kaosctl render`.
+
+pub mod build;
+pub mod controller;
+pub mod litellm;
+pub mod reconcile;
+pub mod settings;
+pub mod status;
+
+use kaos_runtime::ControllerId;
+
+pub const ID: ControllerId = ControllerId {
+    name: "modelapi",
+    lease: "kaos-modelapi-controller",
+    kinds: &[("ModelAPI", controller::PHASES)],
+};

@@ -1,0 +1,39 @@
+//! The modelapi-controller's flags and environment (`kaos-contract.md` §3).
+
+use clap::Parser;
+use kaos_runtime::{DataPlaneArgs, GatewayArgs, RuntimeArgs};
+
+#[derive(Parser, Debug, Clone)]
+#[command(
+    name = "modelapi-controller",
+    version,
+    about = "Reconciles kaos.tools ModelAPIs into LiteLLM proxies and Ollama servers"
+)]
+pub struct Args {
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+    #[command(flatten)]
+    pub settings: Settings,
+}
+
+/// What the pure builder needs to know about the operator's configuration.
+#[derive(clap::Args, Debug, Clone, Default, PartialEq)]
+pub struct Settings {
+    /// LiteLLM image of Proxy ModelAPIs without `spec.container.image`.
+    #[arg(long, env = "DEFAULT_LITELLM_IMAGE")]
+    pub default_litellm_image: Option<String>,
+    /// Ollama image of Hosted ModelAPIs without `spec.container.image`.
+    #[arg(long, env = "DEFAULT_OLLAMA_IMAGE")]
+    pub default_ollama_image: Option<String>,
+    /// HTTPRoute request timeout of ModelAPIs without `spec.gatewayRoute.timeout`.
+    #[arg(
+        long = "gateway-default-modelapi-timeout",
+        env = "GATEWAY_DEFAULT_MODELAPI_TIMEOUT",
+        default_value = "120s"
+    )]
+    pub gateway_default_timeout: String,
+    #[command(flatten)]
+    pub gateway: GatewayArgs,
+    #[command(flatten)]
+    pub data_plane: DataPlaneArgs,
+}

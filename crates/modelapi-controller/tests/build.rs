@@ -1,0 +1,455 @@
+//! The pure ModelAPI builder against every line of the contract (`kaos-contract.md` §2).
+
+use clap::Parser;
+use kaos_api::modelapi::ModelAPI;
+use modelapi_controller::build::{BuildError, Desired, build};
+use modelapi_controller::settings::{Args, Settings};
+use serde_json::{Value, json};
+
+fn settings(extra: &[&str]) -> Settings {
+    let mut argv = vec![
+        "modelapi-controller",
+        "--default-litellm-image=litellm:main",
+        "--default-ollama-image=ollama:latest",
+    ];
+    argv.extend_from_slice(extra);
+    Args::try_parse_from(argv).expect("flags").settings
+}
+
+fn modelapi(spec: Value) -> ModelAPI {
+    serde_json::from_value(json!({
+        "apiVersion": "kaos.tools/v1alpha1", "kind": "ModelAPI",
+        "metadata": {"name": "llm", "namespace": "team", "uid": "uid-1"}, "spec": spec
+    }))
+    .expect("valid ModelAPI")
+}
+
+fn built(spec: Value, extra: &[&str]) -> Desired {
+    build(&modelapi(spec), &settings(extra)).expect("builds")
+}
+
+fn json_of<T: serde::Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).expect("serializes")
+}
+
+fn container(desired: &Desired) -> Value {
+    json_of(&desired.deployment)["spec"]["template"]["spec"]["containers"][0].clone()
+}
+
+fn env_pairs(container: &Value) -> Vec<(String, Value)> {
+    container["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap_or("").to_string(),
+                e.get("value")
+                    .cloned()
+                    .or_else(|| e.get("valueFrom").cloned())
+                    .unwrap_or(Value::Null),
+            )
+        })
+        .collect()
+}
+
+fn proxy() -> Value {
+    json!({"mode": "Proxy", "proxyConfig": {
+        "models": ["gpt-4o", "gpt-4o-mini"], "provider": "openai", "apiBase": "https://api.openai.com/v1",
+        "apiKey": {"valueFrom": {"secretKeyRef": {"name": "openai", "key": "api-key"}}}
+    }})
+}
+
+#[test]
+fn proxy_names_labels_owner_port_and_endpoint() {
+    let d = built(proxy(), &[]);
+    let deployment = json_of(&d.deployment);
+    assert_eq!(deployment["metadata"]["name"], "modelapi-llm");
+    assert_eq!(deployment["metadata"]["namespace"], "team");
+    assert_eq!(
+        deployment["metadata"]["labels"],
+        json!({"app": "modelapi", "modelapi": "llm"})
+    );
+    assert_eq!(
+        deployment["spec"]["selector"]["matchLabels"],
+        json!({"app": "modelapi", "modelapi": "llm"})
+    );
+    assert_eq!(
+        deployment["metadata"]["ownerReferences"],
+        json!([{
+            "apiVersion": "kaos.tools/v1alpha1", "kind": "ModelAPI", "name": "llm", "uid": "uid-1",
+            "controller": true, "blockOwnerDeletion": true
+        }])
+    );
+    let c = container(&d);
+    assert_eq!(c["name"], "model-api");
+    assert_eq!(c["image"], "litellm:main");
+    assert_eq!(
+        c["ports"],
+        json!([{"containerPort": 8000, "name": "http", "protocol": "TCP"}])
+    );
+    assert_eq!(
+        c["args"],
+        json!(["--config", "/etc/litellm/config.yaml", "--port", "8000"])
+    );
+    let service = json_of(&d.service);
+    assert_eq!(service["metadata"]["name"], "modelapi-llm");
+    assert_eq!(
+        service["spec"]["ports"],
+        json!([{"name": "http", "port": 8000, "targetPort": 8000, "protocol": "TCP"}])
+    );
+    assert_eq!(
+        d.endpoint,
+        "http://modelapi-llm.team.svc.cluster.local:8000"
+    );
+    assert!(
+        d.deployment
+            .spec
+            .as_ref()
+            .and_then(|s| s.replicas)
+            .is_none(),
+        "replicas left to the server default"
+    );
+}
+
+#[test]
+fn proxy_probes_have_the_contracted_timings() {
+    let c = container(&built(proxy(), &[]));
+    let probe = |initial: i32, period: i32| {
+        json!({
+            "httpGet": {"path": "/health/liveliness", "port": 8000},
+            "initialDelaySeconds": initial, "periodSeconds": period, "timeoutSeconds": 5, "failureThreshold": 3
+        })
+    };
+    assert_eq!(c["livenessProbe"], probe(30, 10));
+    assert_eq!(c["readinessProbe"], probe(15, 5));
+}
+
+#[test]
+fn proxy_config_map_is_mounted_and_its_hash_rolls_the_pods() {
+    let d = built(proxy(), &[]);
+    let cm = json_of(d.config_map.as_ref().expect("a ConfigMap"));
+    assert_eq!(cm["metadata"]["name"], "litellm-config-llm");
+    assert_eq!(
+        cm["metadata"]["labels"],
+        json!({"app": "modelapi", "modelapi": "llm"})
+    );
+    let text = cm["data"]["config.yaml"].as_str().expect("config.yaml");
+    assert!(text.starts_with("model_list:\n  - model_name: \"gpt-4o\"\n    litellm_params:\n      model: \"openai/gpt-4o\"\n"), "{text}");
+    let pod = json_of(&d.deployment)["spec"]["template"].clone();
+    assert_eq!(
+        pod["spec"]["volumes"],
+        json!([{"name": "litellm-config", "configMap": {"name": "litellm-config-llm"}}])
+    );
+    assert_eq!(
+        container(&d)["volumeMounts"],
+        json!([{"name": "litellm-config", "mountPath": "/etc/litellm", "readOnly": true}])
+    );
+
+    let mut more = proxy();
+    more["proxyConfig"]["models"] = json!(["gpt-4o", "gpt-4o-mini", "o3"]);
+    let other = built(more, &[]);
+    let hash =
+        |d: &Desired| json_of(&d.deployment)["spec"]["template"]["metadata"]["annotations"].clone();
+    assert_ne!(
+        hash(&d)["kaos.tools/config-hash"],
+        hash(&other)["kaos.tools/config-hash"]
+    );
+    assert_eq!(
+        hash(&d)["kaos.tools/pod-spec-hash"],
+        hash(&other)["kaos.tools/pod-spec-hash"]
+    );
+}
+
+#[test]
+fn proxy_env_order_and_sources() {
+    let d = built(
+        proxy(),
+        &[
+            "--default-log-level=TRACE",
+            "--default-telemetry-enabled=true",
+            "--default-telemetry-endpoint=http://otel:4317",
+        ],
+    );
+    assert_eq!(
+        env_pairs(&container(&d)),
+        vec![
+            (
+                "PROXY_API_BASE".to_string(),
+                json!("https://api.openai.com/v1")
+            ),
+            (
+                "PROXY_API_KEY".to_string(),
+                json!({"secretKeyRef": {"name": "openai", "key": "api-key"}})
+            ),
+            ("LITELLM_LOG".to_string(), json!("DEBUG")),
+            ("OTEL_EXPORTER".to_string(), json!("otlp_grpc")),
+            (
+                "OTEL_EXPORTER_OTLP_ENDPOINT".to_string(),
+                json!("http://otel:4317")
+            ),
+            ("OTEL_SERVICE_NAME".to_string(), json!("llm")),
+            ("OTEL_PYTHON_EXCLUDED_URLS".to_string(), json!("/health")),
+        ]
+    );
+    let text = d
+        .config_map
+        .as_ref()
+        .and_then(|c| c.data.as_ref())
+        .map(|d| d["config.yaml"].clone())
+        .expect("config");
+    assert!(text.ends_with("litellm_settings:\n  drop_params: true\n  success_callback: [\"otel\"]\n  failure_callback: [\"otel\"]\n"), "{text}");
+
+    // A literal key, a ConfigMap key; INFO by default; the user's env after PROXY_*, and a
+    // user LITELLM_LOG replacing the generated one in place.
+    let mut spec = proxy();
+    spec["proxyConfig"]["apiKey"] = json!({"value": "sk-1"});
+    spec["container"] = json!({"env": [{"name": "EXTRA", "value": "1"}, {"name": "LITELLM_LOG", "value": "ERROR"}]});
+    let pairs = env_pairs(&container(&built(spec, &[])));
+    assert_eq!(
+        pairs,
+        vec![
+            (
+                "PROXY_API_BASE".to_string(),
+                json!("https://api.openai.com/v1")
+            ),
+            ("PROXY_API_KEY".to_string(), json!("sk-1")),
+            ("EXTRA".to_string(), json!("1")),
+            ("LITELLM_LOG".to_string(), json!("ERROR")),
+        ]
+    );
+    let mut spec = proxy();
+    spec["proxyConfig"]["apiKey"] =
+        json!({"valueFrom": {"configMapKeyRef": {"name": "keys", "key": "k"}}});
+    spec["proxyConfig"]
+        .as_object_mut()
+        .expect("object")
+        .remove("apiBase");
+    let pairs = env_pairs(&container(&built(spec, &[])));
+    assert_eq!(
+        pairs,
+        vec![
+            (
+                "PROXY_API_KEY".to_string(),
+                json!({"configMapKeyRef": {"name": "keys", "key": "k"}})
+            ),
+            ("LITELLM_LOG".to_string(), json!("INFO")),
+        ]
+    );
+}
+
+#[test]
+fn config_yaml_from_string_is_checked_and_from_secret_is_mounted() {
+    let mut spec = proxy();
+    spec["proxyConfig"]["configYaml"] = json!({"fromString": "model_list:\n  - model_name: gpt-4o\n    litellm_params: {model: azure/gpt-4o}\n"});
+    let d = built(spec.clone(), &[]);
+    let text = d
+        .config_map
+        .as_ref()
+        .and_then(|c| c.data.as_ref())
+        .map(|d| d["config.yaml"].clone())
+        .expect("config");
+    assert_eq!(
+        text, "model_list:\n  - model_name: gpt-4o\n    litellm_params: {model: azure/gpt-4o}\n",
+        "used verbatim"
+    );
+
+    spec["proxyConfig"]["configYaml"] =
+        json!({"fromString": "model_list:\n  - model_name: claude-3\n"});
+    let err = build(&modelapi(spec.clone()), &settings(&[])).expect_err("not allowed");
+    assert_eq!(err.reason, "ModelNotAllowed");
+    assert!(
+        err.message.contains("\"claude-3\"") && err.message.contains("[gpt-4o, gpt-4o-mini]"),
+        "{}",
+        err.message
+    );
+
+    spec["proxyConfig"]["configYaml"] =
+        json!({"fromSecretKeyRef": {"name": "litellm", "key": "config"}});
+    let d = built(spec, &[]);
+    assert!(
+        d.config_map.is_none(),
+        "no ConfigMap when the config comes from a Secret"
+    );
+    let pod = json_of(&d.deployment)["spec"]["template"]["spec"].clone();
+    assert_eq!(
+        pod["volumes"],
+        json!([{"name": "litellm-config", "secret": {"secretName": "litellm", "items": [{"key": "config", "path": "config.yaml"}]}}])
+    );
+}
+
+#[test]
+fn hosted_runs_ollama_with_a_pull_init_container() {
+    let spec = json!({"mode": "Hosted", "hostedConfig": {"model": "smollm2:135m"}, "telemetry": {"enabled": true}});
+    let d = built(spec, &["--default-log-level=DEBUG"]);
+    assert!(d.config_map.is_none());
+    assert!(
+        d.telemetry_ignored,
+        "telemetry on Hosted is reported, not silently dropped"
+    );
+    assert_eq!(
+        d.endpoint,
+        "http://modelapi-llm.team.svc.cluster.local:11434"
+    );
+    assert_eq!(json_of(&d.service)["spec"]["ports"][0]["port"], 11434);
+    let pod = json_of(&d.deployment)["spec"]["template"]["spec"].clone();
+    assert_eq!(
+        pod["volumes"],
+        json!([{"name": "ollama-data", "emptyDir": {}}])
+    );
+    let init = &pod["initContainers"][0];
+    assert_eq!(init["name"], "pull-model");
+    assert_eq!(init["image"], "ollama:latest");
+    assert_eq!(init["command"], json!(["/bin/sh", "-c"]));
+    let script = init["args"][0].as_str().expect("script");
+    assert!(
+        script.starts_with("ollama serve &") && script.contains("ollama pull 'smollm2:135m'"),
+        "{script}"
+    );
+    assert_eq!(
+        init["volumeMounts"],
+        json!([{"name": "ollama-data", "mountPath": "/root/.ollama"}])
+    );
+    let c = &pod["containers"][0];
+    assert_eq!(
+        (c["name"].as_str(), c["image"].as_str()),
+        (Some("model-api"), Some("ollama:latest"))
+    );
+    assert_eq!(
+        c["ports"],
+        json!([{"containerPort": 11434, "name": "http", "protocol": "TCP"}])
+    );
+    assert_eq!(
+        c["livenessProbe"]["httpGet"],
+        json!({"path": "/", "port": 11434})
+    );
+    assert_eq!(
+        c["readinessProbe"]["httpGet"],
+        json!({"path": "/", "port": 11434})
+    );
+    assert_eq!(
+        c["volumeMounts"],
+        json!([{"name": "ollama-data", "mountPath": "/root/.ollama"}])
+    );
+    assert_eq!(env_pairs(c), vec![("OLLAMA_DEBUG".to_string(), json!("1"))]);
+    let trace = built(
+        json!({"mode": "Hosted", "hostedConfig": {"model": "m"}}),
+        &["--default-log-level=TRACE"],
+    );
+    assert_eq!(
+        env_pairs(&container(&trace)),
+        vec![("OLLAMA_DEBUG".to_string(), json!("2"))]
+    );
+    let user = built(
+        json!({"mode": "Hosted", "hostedConfig": {"model": "m"}, "container": {"env": [{"name": "OLLAMA_DEBUG", "value": "0"}]}}),
+        &["--default-log-level=TRACE"],
+    );
+    assert_eq!(
+        env_pairs(&container(&user)),
+        vec![("OLLAMA_DEBUG".to_string(), json!("0"))],
+        "the user's value wins"
+    );
+    assert!(
+        env_pairs(&container(&built(
+            json!({"mode": "Hosted", "hostedConfig": {"model": "m"}}),
+            &[]
+        )))
+        .is_empty()
+    );
+}
+
+#[test]
+fn container_overrides_pod_spec_merge_and_replicas() {
+    let mut spec = proxy();
+    spec["replicas"] = json!(3);
+    spec["container"] = json!({"image": "my-litellm:2", "command": ["litellm"], "args": ["--port", "8000"],
+                               "resources": {"limits": {"memory": "1Gi"}}});
+    spec["podSpec"] = json!({"containers": [{"name": "model-api", "env": [{"name": "FROM_POD", "value": "1"}]},
+                                            {"name": "sidecar", "image": "envoy"}],
+                             "nodeSelector": {"pool": "cpu"}});
+    let d = built(spec, &[]);
+    let pod = json_of(&d.deployment)["spec"].clone();
+    assert_eq!(pod["replicas"], 3);
+    let c = &pod["template"]["spec"]["containers"][0];
+    assert_eq!(c["image"], "my-litellm:2");
+    assert_eq!(c["command"], json!(["litellm"]));
+    assert_eq!(c["args"], json!(["--port", "8000"]));
+    assert_eq!(c["resources"], json!({"limits": {"memory": "1Gi"}}));
+    assert_eq!(
+        env_pairs(c).last(),
+        Some(&("FROM_POD".to_string(), json!("1"))),
+        "podSpec env merged by name"
+    );
+    assert_eq!(pod["template"]["spec"]["containers"][1]["name"], "sidecar");
+    assert_eq!(
+        pod["template"]["spec"]["nodeSelector"],
+        json!({"pool": "cpu"})
+    );
+}
+
+#[test]
+fn http_route_with_default_custom_and_zero_timeouts() {
+    let gateway = [
+        "--gateway-api-enabled=true",
+        "--gateway-name=gw",
+        "--gateway-namespace=infra",
+        "--gateway-default-modelapi-timeout=300s",
+    ];
+    assert!(
+        built(proxy(), &[]).http_route.is_none(),
+        "no route when the gateway is disabled"
+    );
+    let route = json_of(&built(proxy(), &gateway).http_route.expect("route"));
+    assert_eq!(route["metadata"]["name"], "modelapi-llm");
+    assert_eq!(
+        route["spec"]["parentRefs"],
+        json!([{"name": "gw", "namespace": "infra"}])
+    );
+    let rule = &route["spec"]["rules"][0];
+    assert_eq!(
+        rule["matches"],
+        json!([{"path": {"type": "PathPrefix", "value": "/team/modelapi/llm"}}])
+    );
+    assert_eq!(
+        rule["filters"],
+        json!([{"type": "URLRewrite", "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}}}])
+    );
+    assert_eq!(
+        rule["backendRefs"],
+        json!([{"name": "modelapi-llm", "port": 8000}])
+    );
+    assert_eq!(rule["timeouts"], json!({"request": "300s"}));
+    let mut spec = proxy();
+    spec["gatewayRoute"] = json!({"timeout": "45s"});
+    assert_eq!(
+        json_of(&built(spec.clone(), &gateway).http_route.expect("route"))["spec"]["rules"][0]["timeouts"],
+        json!({"request": "45s"})
+    );
+    spec["gatewayRoute"] = json!({"timeout": "0s"});
+    assert!(
+        json_of(&built(spec, &gateway).http_route.expect("route"))["spec"]["rules"][0]
+            .get("timeouts")
+            .is_none()
+    );
+}
+
+#[test]
+fn missing_images_are_clear_errors() {
+    let bare = Args::try_parse_from(["modelapi-controller"])
+        .expect("flags")
+        .settings;
+    let err = build(&modelapi(proxy()), &bare).expect_err("no image");
+    assert_eq!(
+        err,
+        BuildError::new(
+            "NoImage",
+            "no LiteLLM image: set spec.container.image or the operator's DEFAULT_LITELLM_IMAGE"
+                .into()
+        )
+    );
+    let hosted = modelapi(json!({"mode": "Hosted", "hostedConfig": {"model": "m"}}));
+    assert_eq!(
+        build(&hosted, &bare).expect_err("no image").reason,
+        "NoImage"
+    );
+}
