@@ -9,14 +9,27 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
     json_patch::merge(target, patch);
 }
 
+/// Applies an RFC 6902 patch. As kube-apiserver's implementation does, a `test` for the value
+/// `null` succeeds when the path does not exist (kube's finalizer helper relies on that).
 pub fn json_patch(target: &mut Value, patch: &Value) -> ApiResult<()> {
     let ops: json_patch::Patch = serde_json::from_value(patch.clone())
         .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
-    json_patch::patch(target, &ops).map_err(|e| {
-        ApiError::unprocessable(format!(
-            "the server rejected our request due to an error in our request: {e}"
-        ))
-    })
+    for op in ops.0 {
+        if let json_patch::PatchOperation::Test(test) = &op
+            && test.value.is_null()
+            && target
+                .pointer(test.path.as_str())
+                .is_none_or(Value::is_null)
+        {
+            continue;
+        }
+        json_patch::patch(target, &[op]).map_err(|e| {
+            ApiError::unprocessable(format!(
+                "the server rejected our request due to an error in our request: {e}"
+            ))
+        })?;
+    }
+    Ok(())
 }
 
 /// The merge key of a list field in the built-in kinds, as their `patchMergeKey` tags declare.
