@@ -13,6 +13,7 @@ pub mod logging;
 pub mod metrics;
 pub mod podspec;
 pub mod process;
+pub mod reconciler;
 pub mod rollout;
 pub mod runner;
 pub mod settings;

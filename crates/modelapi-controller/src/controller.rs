@@ -4,14 +4,12 @@
 use std::sync::Arc;
 
 use futures::{FutureExt, StreamExt};
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::Runtime;
 use kaos_runtime::events::Events;
+use kaos_runtime::reconciler::{controller_with_children, watch_routes};
 use kaos_runtime::stores;
-use kaos_runtime::workload::http_route_resource;
-use kube::runtime::{Controller, controller, watcher};
 
 use crate::build::CHILD_SELECTOR;
 use crate::reconcile::{Context, error_policy, phase_of, reconcile};
@@ -20,47 +18,24 @@ use crate::settings::Settings;
 pub const PHASES: &[&str] = &["Pending", "Ready", "Failed"];
 
 pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
-    let client = runtime.client.clone();
-    let route_resource = http_route_resource();
-    let watch_routes =
-        settings.gateway.gateway_api_enabled || stores::served(&client, &route_resource).await;
+    let routes = watch_routes(&runtime, settings.gateway.gateway_api_enabled).await;
+    let events = Events::new(
+        runtime.client.clone(),
+        runtime.field_manager(),
+        runtime.args.pod_name.clone(),
+    );
     let namespaces: Vec<Option<String>> = match runtime.watch_namespaces() {
         Some(list) => list.iter().cloned().map(Some).collect(),
         None => vec![None],
     };
-    let events = Events::new(
-        client.clone(),
-        runtime.field_manager(),
-        runtime.args.pod_name.clone(),
-    );
-    let mut synced = Vec::new();
-    let mut main_stores = Vec::new();
-    let mut controllers = Vec::new();
+    let (mut synced, mut main_stores, mut controllers) = (Vec::new(), Vec::new(), Vec::new());
     for namespace in namespaces {
         let ns = namespace.as_deref();
-        let (deployments, deployment_changes) =
-            stores::full::<Deployment>(&client, ns, CHILD_SELECTOR);
-        let (services, service_changes) = stores::metadata::<Service>(&client, ns, CHILD_SELECTOR);
+        let (controller, children) =
+            controller_with_children::<ModelAPI>(&runtime, ns, CHILD_SELECTOR, routes);
         let (config_maps, config_map_changes) =
-            stores::metadata::<ConfigMap>(&client, ns, CHILD_SELECTOR);
-        let mut controller = Controller::new(
-            stores::api::<ModelAPI>(&client, ns),
-            watcher::Config::default().any_semantic(),
-        )
-        .with_config(
-            controller::Config::default().concurrency(runtime.args.max_concurrent_reconciles),
-        )
-        .owns_stream(deployment_changes)
-        .owns_stream(service_changes)
-        .owns_stream(config_map_changes);
-        let routes = if watch_routes {
-            let (routes, route_changes) =
-                stores::dynamic(&client, ns, &route_resource, CHILD_SELECTOR);
-            controller = controller.owns_stream_with(route_changes, route_resource.clone());
-            Some(routes)
-        } else {
-            None
-        };
+            stores::metadata::<ConfigMap>(&runtime.client, ns, CHILD_SELECTOR);
+        let controller = controller.owns_stream(config_map_changes);
         let store = controller.store();
         main_stores.push(store.clone());
         synced.push(
@@ -72,18 +47,17 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
         let context = Arc::new(Context {
             runtime: runtime.clone(),
             settings: settings.clone(),
-            deployments,
-            services,
+            children,
             config_maps,
-            routes,
             events: events.clone(),
         });
-        let running = controller
-            .reconcile_all_on(runtime.leadership_gained())
-            .graceful_shutdown_on(runtime.shutdown_signal())
-            .run(reconcile, error_policy, context)
-            .for_each(|_| async {});
-        controllers.push(running);
+        controllers.push(
+            controller
+                .reconcile_all_on(runtime.leadership_gained())
+                .graceful_shutdown_on(runtime.shutdown_signal())
+                .run(reconcile, error_policy, context)
+                .for_each(|_| async {}),
+        );
     }
     runtime.mark_ready_when(synced);
     runtime.track_phases("ModelAPI", PHASES, main_stores, phase_of);
