@@ -1,4 +1,6 @@
-//! Helpers shared by the repository-level tests.
+//! Helpers shared by the repository-level tests and the controllers' tests.
+
+pub mod cluster;
 
 use std::path::{Path, PathBuf};
 

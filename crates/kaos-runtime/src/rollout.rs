@@ -2,7 +2,7 @@
 //! whether it is ready, and the message users see.
 
 use k8s_openapi::api::apps::v1::Deployment;
-use kaos_api::common::DeploymentStatus;
+use kaos_api::common::{DeploymentStatus, Phase};
 
 /// The state of an owned Deployment as the custom resource reports it.
 #[derive(Clone, Debug, PartialEq)]
@@ -55,6 +55,42 @@ pub fn observe(deployment: Option<&Deployment>) -> Rollout {
         ready: ready_replicas >= 1,
         message: format!("Deployment ready replicas: {ready_replicas}/{desired}"),
         failure,
+    }
+}
+
+/// The phase, Ready condition and message of a workload: Failed with the builder's error when
+/// the spec cannot be built, Failed when the rollout failed, else Ready once a replica is ready,
+/// else Pending.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Summary {
+    pub phase: Phase,
+    /// The `Ready` condition's reason.
+    pub reason: &'static str,
+    pub message: String,
+}
+
+pub fn summarize(build_error: Option<(&'static str, &str)>, rollout: &Rollout) -> Summary {
+    match (build_error, &rollout.failure, rollout.ready) {
+        (Some((reason, message)), _, _) => Summary {
+            phase: Phase::Failed,
+            reason,
+            message: message.to_string(),
+        },
+        (None, Some(failure), _) => Summary {
+            phase: Phase::Failed,
+            reason: "RolloutFailed",
+            message: format!("{}: {failure}", rollout.message),
+        },
+        (None, None, true) => Summary {
+            phase: Phase::Ready,
+            reason: "DeploymentReady",
+            message: rollout.message.clone(),
+        },
+        (None, None, false) => Summary {
+            phase: Phase::Pending,
+            reason: "DeploymentNotReady",
+            message: rollout.message.clone(),
+        },
     }
 }
 

@@ -226,6 +226,27 @@ pub fn merge_telemetry(
     }
 }
 
+/// The OpenTelemetry variables of the KAOS Python runtimes (agent and MCP servers), when
+/// telemetry is enabled.
+pub fn python_otel_env(name: &str, namespace: &str, telemetry: Option<&Telemetry>) -> Vec<EnvVar> {
+    let Some(telemetry) = telemetry.filter(|t| t.enabled) else {
+        return Vec::new();
+    };
+    vec![
+        env("OTEL_SDK_DISABLED", "false"),
+        env("OTEL_SERVICE_NAME", name),
+        env(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            telemetry.endpoint.clone().unwrap_or_default(),
+        ),
+        env(
+            "OTEL_RESOURCE_ATTRIBUTES",
+            format!("service.namespace={namespace},kaos.resource.name={name}"),
+        ),
+        env("OTEL_PYTHON_FASTAPI_EXCLUDED_URLS", "/health,/ready"),
+    ]
+}
+
 /// The pods' log level: `DEFAULT_LOG_LEVEL`, else `INFO`.
 pub fn log_level(defaults: &DataPlaneArgs) -> String {
     defaults

@@ -1,6 +1,6 @@
 //! The ModelAPI controller against kaos-testkit with the deployment simulator.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use clap::Parser;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -8,28 +8,22 @@ use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kaos_api::common::Phase;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::Runtime;
-use kaos_testkit::{ApiServer, Cluster};
+use kaos_tests::cluster::{TestCluster, eventually};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use modelapi_controller::settings::Args;
 use serde_json::{Value, json};
 
 struct Harness {
-    api: ApiServer,
+    cluster: TestCluster,
     client: Client,
     modelapis: Api<ModelAPI>,
     _stop: tokio::sync::watch::Sender<bool>,
 }
 
 async fn start() -> Harness {
-    let api = ApiServer::new(Cluster::default());
-    let crds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/crds");
-    kaos_testkit::manifests::apply_path(&api.cluster, &crds).expect("CRDs");
-    tokio::spawn(kaos_testkit::simulator::run(
-        api.cluster.clone(),
-        Duration::from_millis(20),
-    ));
-    let client = Client::new(api.clone().router(), "default");
+    let cluster = TestCluster::start();
+    let client = cluster.client.clone();
     let args = Args::try_parse_from([
         "modelapi-controller",
         "--default-litellm-image=litellm:test",
@@ -40,7 +34,7 @@ async fn start() -> Harness {
     tokio::spawn(modelapi_controller::controller::run(runtime, args.settings));
     let modelapis = Api::default_namespaced(client.clone());
     Harness {
-        api,
+        cluster,
         client,
         modelapis,
         _stop: stop,
@@ -52,18 +46,13 @@ fn manifest(name: &str, spec: Value) -> ModelAPI {
         .expect("ModelAPI")
 }
 
-/// Polls until `check` holds for the ModelAPI (10 s at most).
+/// Waits until `check` holds for the ModelAPI.
 async fn until(h: &Harness, name: &str, what: &str, check: impl Fn(&ModelAPI) -> bool) -> ModelAPI {
-    for _ in 0..500 {
-        if let Ok(m) = h.modelapis.get(name).await
-            && check(&m)
-        {
-            return m;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let last = h.modelapis.get(name).await.ok().and_then(|m| m.status);
-    panic!("{name} never became {what}; last status: {last:?}");
+    let what = format!("{name} is {what}");
+    eventually(&what, || async {
+        h.modelapis.get(name).await.ok().filter(|m| check(m))
+    })
+    .await
 }
 
 fn phase(m: &ModelAPI) -> Option<Phase> {
@@ -311,15 +300,6 @@ async fn a_steady_state_makes_no_writes_over_ten_seconds() {
     );
     // Let the last status and event writes settle, then watch for ten seconds.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let idle_from = SystemTime::now();
-    tokio::time::sleep(Duration::from_secs(10)).await;
-    let writes: Vec<String> = h
-        .api
-        .audit
-        .since(idle_from)
-        .into_iter()
-        .filter(|r| r.is_write())
-        .map(|r| format!("{} {}", r.verb, r.path))
-        .collect();
+    let writes = h.cluster.writes_during(Duration::from_secs(10)).await;
     assert!(writes.is_empty(), "writes while idle: {writes:?}");
 }

@@ -1,0 +1,202 @@
+//! MCPServer spec + runtime registry → the children that serve it. Pure: no IO.
+
+use k8s_openapi::api::core::v1::{Container, ContainerPort, PodSpec, Probe, TCPSocketAction};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kaos_api::mcpserver::{CUSTOM_RUNTIME, MCPServer};
+use kaos_runtime::podspec::merge_pod_spec;
+use kaos_runtime::reconciler::WorkloadChildren;
+use kaos_runtime::workload::{
+    Workload, apply_container_override, env, image, log_level, merge_telemetry, owner_of,
+    python_otel_env, with_user_env,
+};
+use kube::ResourceExt;
+
+use crate::registry::{Registry, RegistryError, RuntimeSpec};
+use crate::settings::Settings;
+
+pub const PORT: i32 = 8000;
+pub const CONTAINER: &str = "mcp-server";
+/// Selects every child of every MCPServer (the controller's watch caches).
+pub const CHILD_SELECTOR: &str = "app=mcpserver";
+
+/// A spec the controller cannot turn into children: a condition reason and what to fix.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct BuildError {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl BuildError {
+    fn new(reason: &'static str, message: String) -> Self {
+        Self { reason, message }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Desired {
+    pub children: WorkloadChildren,
+    pub endpoint: String,
+}
+
+pub fn deployment_name(name: &str) -> String {
+    format!("mcpserver-{name}")
+}
+
+pub fn labels(name: &str) -> std::collections::BTreeMap<String, String> {
+    [
+        ("app".to_string(), "mcpserver".to_string()),
+        ("mcpserver".to_string(), name.to_string()),
+    ]
+    .into()
+}
+
+fn tcp_probe(initial_delay: i32, period: i32, failure: i32) -> Probe {
+    Probe {
+        tcp_socket: Some(TCPSocketAction {
+            port: IntOrString::Int(PORT),
+            host: None,
+        }),
+        initial_delay_seconds: Some(initial_delay),
+        period_seconds: Some(period),
+        timeout_seconds: Some(3),
+        failure_threshold: Some(failure),
+        ..Default::default()
+    }
+}
+
+/// The runtime an MCPServer uses: from the registry, or its own container for `custom`.
+fn runtime<'a>(
+    s: &MCPServer,
+    registry: &'a Result<Registry, RegistryError>,
+) -> Result<Option<&'a RuntimeSpec>, BuildError> {
+    if s.spec.runtime == CUSTOM_RUNTIME {
+        return Ok(None);
+    }
+    let registry = registry
+        .as_ref()
+        .map_err(|e| BuildError::new("RegistryUnavailable", e.to_string()))?;
+    registry.runtimes.get(&s.spec.runtime).map(Some).ok_or_else(|| {
+        let known: Vec<&str> = registry.runtimes.keys().map(String::as_str).collect();
+        BuildError::new(
+            "UnknownRuntime",
+            format!(
+                "runtime \"{}\" is not in the MCP runtime registry (ConfigMap kaos-mcp-runtimes, key runtimes.yaml); known runtimes: {}, or use \"custom\" with spec.container.image",
+                s.spec.runtime,
+                known.join(", ")
+            ),
+        )
+    })
+}
+
+pub fn build(
+    s: &MCPServer,
+    registry: &Result<Registry, RegistryError>,
+    settings: &Settings,
+) -> Result<Desired, BuildError> {
+    let name = s.name_any();
+    let namespace = s.namespace().unwrap_or_else(|| "default".into());
+    let runtime = runtime(s, registry)?;
+    let user = s.spec.container.as_ref();
+    let image = image(user, runtime.and_then(|r| r.image.as_deref())).ok_or_else(|| match runtime {
+        None => BuildError::new("NoImage", "runtime custom requires spec.container.image".into()),
+        Some(_) => BuildError::new(
+            "NoImage",
+            format!("runtime \"{}\" has no image in the registry: set spec.container.image or fix the registry", s.spec.runtime),
+        ),
+    })?;
+    let mut generated = Vec::new();
+    if let (Some(var), Some(params)) = (
+        runtime.and_then(|r| r.params_env_var.as_deref()),
+        s.spec.params.as_deref(),
+    ) {
+        generated.push(env(var, params));
+    }
+    let user_at = generated.len();
+    let telemetry = merge_telemetry(s.spec.telemetry.as_ref(), &settings.data_plane);
+    generated.extend(python_otel_env(&name, &namespace, telemetry.as_ref()));
+    generated.push(env("LOG_LEVEL", log_level(&settings.data_plane)));
+    let user_env = user.map(|c| c.env.as_slice()).unwrap_or_default();
+    let mut container = Container {
+        name: CONTAINER.into(),
+        image: Some(image),
+        command: runtime.map(|r| r.command.clone()).filter(|c| !c.is_empty()),
+        args: runtime.map(|r| r.args.clone()).filter(|a| !a.is_empty()),
+        ports: Some(vec![ContainerPort {
+            container_port: PORT,
+            name: Some("http".into()),
+            protocol: Some("TCP".into()),
+            ..Default::default()
+        }]),
+        env: Some(with_user_env(generated, user_env, user_at)),
+        liveness_probe: Some(tcp_probe(20, 10, 3)),
+        readiness_probe: Some(tcp_probe(15, 5, 2)),
+        ..Default::default()
+    };
+    apply_container_override(&mut container, user);
+    let generated_pod = PodSpec {
+        containers: vec![container],
+        service_account_name: s
+            .spec
+            .service_account_name
+            .clone()
+            .filter(|n| !n.is_empty()),
+        ..Default::default()
+    };
+    let pod = match &s.spec.pod_spec {
+        Some(patch) => merge_pod_spec(&generated_pod, patch)
+            .map_err(|e| BuildError::new("InvalidPodSpec", e.to_string()))?,
+        None => generated_pod,
+    };
+    if let Some(runtime) = runtime {
+        let present: Vec<&str> = pod
+            .containers
+            .iter()
+            .find(|c| c.name == CONTAINER)
+            .and_then(|c| c.env.as_ref())
+            .map(|e| e.iter().map(|v| v.name.as_str()).collect())
+            .unwrap_or_default();
+        let missing: Vec<&str> = runtime
+            .required_env
+            .iter()
+            .map(String::as_str)
+            .filter(|v| !present.contains(v))
+            .collect();
+        if !missing.is_empty() {
+            return Err(BuildError::new(
+                "MissingRequiredEnv",
+                format!(
+                    "runtime \"{}\" requires the environment variables {}: set them in spec.container.env (from a Secret)",
+                    s.spec.runtime,
+                    missing.join(", ")
+                ),
+            ));
+        }
+    }
+    let workload = Workload {
+        name: deployment_name(&name),
+        namespace,
+        labels: labels(&name),
+        owner: owner_of(s),
+        port: PORT,
+    };
+    let timeout = s
+        .spec
+        .gateway_route
+        .as_ref()
+        .and_then(|g| g.timeout.as_deref());
+    Ok(Desired {
+        children: WorkloadChildren {
+            deployment: workload.deployment(pod, s.spec.replicas),
+            service: Some(workload.service()),
+            http_route: workload.http_route(
+                "mcp",
+                &name,
+                timeout,
+                &settings.gateway_default_timeout,
+                &settings.gateway,
+            ),
+        },
+        endpoint: workload.endpoint(),
+    })
+}

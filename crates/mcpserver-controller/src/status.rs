@@ -1,0 +1,47 @@
+//! The status an MCPServer should show, from what was built and the observed Deployment. Pure.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kaos_api::common::Phase;
+use kaos_api::mcpserver::{MCPServer, MCPServerStatus};
+use kaos_runtime::conditions::{ConditionUpdate, set_condition};
+use kaos_runtime::rollout::{observe, summarize};
+
+use crate::build::{BuildError, Desired};
+
+pub fn status(
+    s: &MCPServer,
+    built: &Result<Desired, BuildError>,
+    deployment: Option<&Deployment>,
+    now: Time,
+) -> MCPServerStatus {
+    let previous = s.status.clone().unwrap_or_default();
+    let generation = s.metadata.generation;
+    let rollout = observe(deployment);
+    let summary = summarize(
+        built.as_ref().err().map(|e| (e.reason, e.message.as_str())),
+        &rollout,
+    );
+    let mut conditions = previous.conditions.clone();
+    let ready = ConditionUpdate {
+        type_: "Ready",
+        status: summary.phase == Phase::Ready,
+        reason: summary.reason,
+        message: summary.message.clone(),
+    };
+    set_condition(&mut conditions, ready, generation, now);
+    MCPServerStatus {
+        phase: Some(summary.phase),
+        ready: summary.phase == Phase::Ready,
+        endpoint: match built {
+            Ok(desired) => Some(desired.endpoint.clone()),
+            Err(_) => previous.endpoint,
+        },
+        message: Some(summary.message),
+        deployment: rollout.mirror,
+        // Discovering tools needs an MCP handshake with the running server: not done yet.
+        available_tools: Vec::new(),
+        observed_generation: generation,
+        conditions,
+    }
+}

@@ -1,0 +1,287 @@
+//! The pure MCPServer builder against every line of the contract (`kaos-contract.md` §2).
+
+use clap::Parser;
+use kaos_api::mcpserver::MCPServer;
+use mcpserver_controller::build::{Desired, build};
+use mcpserver_controller::registry::{self, Registry, RegistryError};
+use mcpserver_controller::settings::{Args, Settings};
+use serde_json::{Value, json};
+
+fn settings(extra: &[&str]) -> Settings {
+    let mut argv = vec!["mcpserver-controller"];
+    argv.extend_from_slice(extra);
+    Args::try_parse_from(argv).expect("flags").settings
+}
+
+fn default_registry() -> Result<Registry, RegistryError> {
+    Ok(registry::parse(registry::DEFAULT_RUNTIMES_YAML).expect("valid"))
+}
+
+fn server(spec: Value) -> MCPServer {
+    serde_json::from_value(
+        json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "MCPServer",
+        "metadata": {"name": "tools", "namespace": "team", "uid": "u-1"}, "spec": spec}),
+    )
+    .expect("MCPServer")
+}
+
+fn built(spec: Value, extra: &[&str]) -> Desired {
+    build(&server(spec), &default_registry(), &settings(extra)).expect("builds")
+}
+
+fn json_of<T: serde::Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).expect("serializes")
+}
+
+fn pod(d: &Desired) -> Value {
+    json_of(&d.children.deployment)["spec"]["template"]["spec"].clone()
+}
+
+fn env_names(container: &Value) -> Vec<(String, String)> {
+    container["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap_or("").to_string(),
+                e["value"].as_str().unwrap_or("<ref>").to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn python_string_names_labels_port_probes_and_params() {
+    let d = built(
+        json!({"runtime": "python-string", "params": "def echo(x): return x"}),
+        &[],
+    );
+    let deployment = json_of(&d.children.deployment);
+    assert_eq!(deployment["metadata"]["name"], "mcpserver-tools");
+    assert_eq!(
+        deployment["metadata"]["labels"],
+        json!({"app": "mcpserver", "mcpserver": "tools"})
+    );
+    assert_eq!(
+        deployment["metadata"]["ownerReferences"][0]["kind"],
+        "MCPServer"
+    );
+    let c = &pod(&d)["containers"][0];
+    assert_eq!(c["name"], "mcp-server");
+    assert_eq!(c["image"], "axsauze/kaos-agent:latest");
+    assert_eq!(c["command"], json!(["python", "-m", "mcptools.server"]));
+    assert!(c.get("args").is_none());
+    assert_eq!(
+        c["ports"],
+        json!([{"containerPort": 8000, "name": "http", "protocol": "TCP"}])
+    );
+    assert_eq!(
+        c["livenessProbe"],
+        json!({"tcpSocket": {"port": 8000}, "initialDelaySeconds": 20, "periodSeconds": 10, "timeoutSeconds": 3, "failureThreshold": 3})
+    );
+    assert_eq!(
+        c["readinessProbe"],
+        json!({"tcpSocket": {"port": 8000}, "initialDelaySeconds": 15, "periodSeconds": 5, "timeoutSeconds": 3, "failureThreshold": 2})
+    );
+    assert_eq!(
+        env_names(c),
+        vec![
+            (
+                "MCP_TOOLS_STRING".to_string(),
+                "def echo(x): return x".to_string()
+            ),
+            ("LOG_LEVEL".to_string(), "INFO".to_string()),
+        ]
+    );
+    let service = json_of(d.children.service.as_ref().expect("service"));
+    assert_eq!(
+        service["spec"]["ports"],
+        json!([{"name": "http", "port": 8000, "targetPort": 8000, "protocol": "TCP"}])
+    );
+    assert_eq!(
+        d.endpoint,
+        "http://mcpserver-tools.team.svc.cluster.local:8000"
+    );
+}
+
+#[test]
+fn kubernetes_and_slack_runtimes_use_args_not_command() {
+    let d = built(
+        json!({"runtime": "kubernetes", "serviceAccountName": "k8s-reader"}),
+        &[],
+    );
+    let p = pod(&d);
+    assert_eq!(p["serviceAccountName"], "k8s-reader");
+    assert_eq!(p["containers"][0]["args"], json!(["--port", "8000"]));
+    assert!(p["containers"][0].get("command").is_none());
+    let slack = json!({"runtime": "slack", "container": {"env": [
+        {"name": "SLACK_BOT_TOKEN", "valueFrom": {"secretKeyRef": {"name": "slack", "key": "token"}}},
+        {"name": "SLACK_TEAM_ID", "value": "T1"}]}});
+    let c = pod(&built(slack, &[]))["containers"][0].clone();
+    assert_eq!(c["args"], json!(["--transport", "http", "--port", "8000"]));
+    assert!(c.get("command").is_none());
+    assert_eq!(
+        env_names(&c),
+        vec![
+            ("SLACK_BOT_TOKEN".to_string(), "<ref>".to_string()),
+            ("SLACK_TEAM_ID".to_string(), "T1".to_string()),
+            ("LOG_LEVEL".to_string(), "INFO".to_string()),
+        ]
+    );
+}
+
+#[test]
+fn missing_required_env_is_failed_naming_the_variables() {
+    let err = build(&server(json!({"runtime": "slack", "container": {"env": [{"name": "SLACK_TEAM_ID", "value": "T"}]}})), &default_registry(), &settings(&[]))
+        .expect_err("token missing");
+    assert_eq!(err.reason, "MissingRequiredEnv");
+    assert_eq!(
+        err.message,
+        "runtime \"slack\" requires the environment variables SLACK_BOT_TOKEN: set them in spec.container.env (from a Secret)"
+    );
+    // A podSpec env counts too.
+    let via_pod_spec = json!({"runtime": "slack", "podSpec": {"containers": [{"name": "mcp-server", "env": [
+        {"name": "SLACK_BOT_TOKEN", "value": "x"}, {"name": "SLACK_TEAM_ID", "value": "T"}]}]}});
+    build(&server(via_pod_spec), &default_registry(), &settings(&[]))
+        .expect("satisfied through podSpec");
+}
+
+#[test]
+fn custom_takes_everything_from_the_container() {
+    let d = built(
+        json!({"runtime": "custom", "params": "ignored without a paramsEnvVar",
+        "container": {"image": "ghcr.io/me/tools:1", "command": ["/srv"], "args": ["--port", "8000"],
+                      "resources": {"requests": {"cpu": "100m"}}}}),
+        &[],
+    );
+    let c = &pod(&d)["containers"][0];
+    assert_eq!(c["image"], "ghcr.io/me/tools:1");
+    assert_eq!(c["command"], json!(["/srv"]));
+    assert_eq!(c["args"], json!(["--port", "8000"]));
+    assert_eq!(c["resources"], json!({"requests": {"cpu": "100m"}}));
+    assert_eq!(
+        env_names(c),
+        vec![("LOG_LEVEL".to_string(), "INFO".to_string())]
+    );
+    let err = build(
+        &server(json!({"runtime": "custom"})),
+        &default_registry(),
+        &settings(&[]),
+    )
+    .expect_err("no image");
+    assert_eq!(err.message, "runtime custom requires spec.container.image");
+}
+
+#[test]
+fn overrides_telemetry_user_env_and_pod_spec() {
+    let spec = json!({"runtime": "python-string", "params": "p",
+        "telemetry": {"enabled": true, "endpoint": "http://otel:4317"},
+        "container": {"image": "mine:2", "args": ["--x"], "env": [{"name": "EXTRA", "value": "1"}, {"name": "LOG_LEVEL", "value": "DEBUG"}]},
+        "podSpec": {"tolerations": [{"key": "gpu", "operator": "Exists"}], "containers": [{"name": "sidecar", "image": "s"}]}});
+    let p = pod(&built(spec, &["--default-log-level=WARNING"]));
+    let c = &p["containers"][0];
+    assert_eq!(c["image"], "mine:2");
+    assert_eq!(
+        c["command"],
+        json!(["python", "-m", "mcptools.server"]),
+        "the runtime's command stays"
+    );
+    assert_eq!(c["args"], json!(["--x"]));
+    let names: Vec<String> = env_names(c).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        names,
+        [
+            "MCP_TOOLS_STRING",
+            "EXTRA",
+            "OTEL_SDK_DISABLED",
+            "OTEL_SERVICE_NAME",
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "OTEL_RESOURCE_ATTRIBUTES",
+            "OTEL_PYTHON_FASTAPI_EXCLUDED_URLS",
+            "LOG_LEVEL"
+        ]
+    );
+    assert_eq!(
+        env_names(c).last().map(|(_, v)| v.as_str()),
+        Some("DEBUG"),
+        "the user's LOG_LEVEL replaces the default in place"
+    );
+    assert_eq!(
+        p["tolerations"],
+        json!([{"key": "gpu", "operator": "Exists"}])
+    );
+    assert_eq!(p["containers"][1]["name"], "sidecar");
+}
+
+#[test]
+fn registry_problems_and_unknown_runtimes_say_what_to_fix() {
+    let missing = Err(RegistryError::Missing {
+        namespace: "kaos-system".into(),
+    });
+    let err = build(
+        &server(json!({"runtime": "python-string"})),
+        &missing,
+        &settings(&[]),
+    )
+    .expect_err("no registry");
+    assert_eq!(err.reason, "RegistryUnavailable");
+    assert!(
+        err.message.contains("kaos-system/kaos-mcp-runtimes"),
+        "{}",
+        err.message
+    );
+    build(
+        &server(json!({"runtime": "custom", "container": {"image": "i"}})),
+        &missing,
+        &settings(&[]),
+    )
+    .expect("custom needs no registry");
+    let err = build(
+        &server(json!({"runtime": "github"})),
+        &default_registry(),
+        &settings(&[]),
+    )
+    .expect_err("unknown");
+    assert_eq!(err.reason, "UnknownRuntime");
+    assert!(
+        err.message.contains("\"github\"")
+            && err.message.contains("kubernetes, python-string, slack"),
+        "{}",
+        err.message
+    );
+}
+
+#[test]
+fn http_route_uses_the_mcp_prefix_and_timeouts() {
+    let gateway = ["--gateway-api-enabled=true", "--gateway-name=gw"];
+    let route = json_of(
+        &built(json!({"runtime": "kubernetes"}), &gateway)
+            .children
+            .http_route
+            .expect("route"),
+    );
+    assert_eq!(route["metadata"]["name"], "mcp-tools");
+    assert_eq!(
+        route["spec"]["rules"][0]["matches"][0]["path"]["value"],
+        "/team/mcp/tools"
+    );
+    assert_eq!(
+        route["spec"]["rules"][0]["backendRefs"],
+        json!([{"name": "mcpserver-tools", "port": 8000}])
+    );
+    assert_eq!(
+        route["spec"]["rules"][0]["timeouts"],
+        json!({"request": "30s"})
+    );
+    let zero = json_of(
+        &built(
+            json!({"runtime": "kubernetes", "gatewayRoute": {"timeout": "0s"}}),
+            &gateway,
+        )
+        .children
+        .http_route
+        .expect("route"),
+    );
+    assert!(zero["spec"]["rules"][0].get("timeouts").is_none());
+}
