@@ -30,10 +30,16 @@ where
 }
 
 fn config(selector: &str) -> watcher::Config {
-    watcher::Config::default().labels(selector).any_semantic()
+    let config = watcher::Config::default().any_semantic();
+    if selector.is_empty() {
+        config
+    } else {
+        config.labels(selector)
+    }
 }
 
-/// A cache of full objects (for children whose status the reconciler reads, like Deployments).
+/// A cache of full objects (children whose status the reconciler reads, like Deployments, or
+/// dependencies; an empty selector watches every object).
 pub fn full<K>(
     client: &Client,
     namespace: Option<&str>,

@@ -1,0 +1,210 @@
+//! Agent spec + resolved dependencies → the children that run it. Pure: no IO.
+
+use k8s_openapi::api::core::v1::{Container, ContainerPort, EnvVar, HTTPGetAction, PodSpec, Probe};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kaos_api::agent::Agent;
+use kaos_runtime::podspec::merge_pod_spec;
+use kaos_runtime::reconciler::WorkloadChildren;
+use kaos_runtime::workload::{
+    Workload, apply_container_override, env, image, log_level, merge_telemetry, owner_of,
+    python_otel_env, with_user_env,
+};
+use kube::ResourceExt;
+
+use crate::resolve::Resolved;
+use crate::settings::Settings;
+
+pub const PORT: i32 = 8000;
+pub const CONTAINER: &str = "agent";
+/// Selects every child of every Agent (the controller's watch caches).
+pub const CHILD_SELECTOR: &str = "app=agent";
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct BuildError {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+#[derive(Clone, Debug)]
+pub struct Desired {
+    pub children: WorkloadChildren,
+    /// None when the agent is not exposed.
+    pub endpoint: Option<String>,
+}
+
+pub fn deployment_name(name: &str) -> String {
+    format!("agent-{name}")
+}
+
+pub fn labels(name: &str) -> std::collections::BTreeMap<String, String> {
+    [
+        ("app".to_string(), "agent".to_string()),
+        ("agent".to_string(), name.to_string()),
+    ]
+    .into()
+}
+
+/// `PEER_AGENT_<NAME>_CARD_URL`: upper-cased, `-` → `_`.
+fn peer_variable(name: &str) -> String {
+    format!(
+        "PEER_AGENT_{}_CARD_URL",
+        name.to_ascii_uppercase().replace('-', "_")
+    )
+}
+
+fn http_probe(path: &str, initial_delay: i32, period: i32) -> Probe {
+    Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some(path.into()),
+            port: IntOrString::Int(PORT),
+            ..Default::default()
+        }),
+        initial_delay_seconds: Some(initial_delay),
+        period_seconds: Some(period),
+        ..Default::default()
+    }
+}
+
+/// The environment in the contract's order; the user's entries go right after
+/// `AGENT_INSTRUCTIONS` (or replace a generated variable of the same name where it stands).
+pub fn environment(agent: &Agent, resolved: &Resolved, settings: &Settings) -> Vec<EnvVar> {
+    let name = agent.name_any();
+    let namespace = agent.namespace().unwrap_or_else(|| "default".into());
+    let spec = &agent.spec;
+    let config = spec.config.as_ref();
+    let mut vars = vec![env("AGENT_NAME", name.clone())];
+    if let Some(description) = config
+        .and_then(|c| c.description.as_deref())
+        .filter(|d| !d.is_empty())
+    {
+        vars.push(env("AGENT_DESCRIPTION", description));
+    }
+    if let Some(instructions) = config
+        .and_then(|c| c.instructions.as_deref())
+        .filter(|i| !i.is_empty())
+    {
+        vars.push(env("AGENT_INSTRUCTIONS", instructions));
+    }
+    let user_at = vars.len();
+    vars.push(env("MODEL_API_URL", resolved.model_api_url.clone()));
+    vars.push(env("MODEL_NAME", spec.model.clone()));
+    if let Some(config) = config {
+        vars.push(env(
+            "AGENTIC_LOOP_MAX_STEPS",
+            config.reasoning_loop_max_steps.to_string(),
+        ));
+        if let Some(memory) = &config.memory {
+            vars.push(env("MEMORY_ENABLED", memory.enabled.to_string()));
+            vars.push(env("MEMORY_TYPE", memory.memory_type.as_str()));
+            vars.push(env(
+                "MEMORY_CONTEXT_LIMIT",
+                memory.context_limit.to_string(),
+            ));
+            vars.push(env("MEMORY_MAX_SESSIONS", memory.max_sessions.to_string()));
+            vars.push(env(
+                "MEMORY_MAX_SESSION_EVENTS",
+                memory.max_session_events.to_string(),
+            ));
+        }
+    }
+    if !resolved.mcp_servers.is_empty() {
+        let names: Vec<&str> = resolved
+            .mcp_servers
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect();
+        vars.push(env("MCP_SERVERS", names.join(",")));
+        for (server, endpoint) in &resolved.mcp_servers {
+            vars.push(env(&format!("MCP_SERVER_{server}_URL"), endpoint.clone()));
+        }
+    }
+    if !resolved.peers.is_empty() {
+        let names: Vec<&str> = resolved.peers.iter().map(|(n, _)| n.as_str()).collect();
+        vars.push(env("PEER_AGENTS", names.join(",")));
+        for (peer, endpoint) in &resolved.peers {
+            vars.push(env(&peer_variable(peer), endpoint.clone()));
+        }
+    }
+    let telemetry = merge_telemetry(
+        config.and_then(|c| c.telemetry.as_ref()),
+        &settings.data_plane,
+    );
+    vars.extend(python_otel_env(&name, &namespace, telemetry.as_ref()));
+    vars.push(env("LOG_LEVEL", log_level(&settings.data_plane)));
+    let user_env = spec
+        .container
+        .as_ref()
+        .map(|c| c.env.as_slice())
+        .unwrap_or_default();
+    with_user_env(vars, user_env, user_at)
+}
+
+pub fn build(
+    agent: &Agent,
+    resolved: &Resolved,
+    settings: &Settings,
+) -> Result<Desired, BuildError> {
+    let name = agent.name_any();
+    let spec = &agent.spec;
+    let user = spec.container.as_ref();
+    let image = image(user, settings.default_agent_image.as_deref()).ok_or_else(|| BuildError {
+        reason: "NoImage",
+        message: "no agent image: set spec.container.image or the operator's DEFAULT_AGENT_IMAGE"
+            .into(),
+    })?;
+    let mut container = Container {
+        name: CONTAINER.into(),
+        image: Some(image),
+        ports: Some(vec![ContainerPort {
+            container_port: PORT,
+            name: Some("http".into()),
+            protocol: Some("TCP".into()),
+            ..Default::default()
+        }]),
+        env: Some(environment(agent, resolved, settings)),
+        liveness_probe: Some(http_probe("/health", 30, 10)),
+        readiness_probe: Some(http_probe("/ready", 10, 5)),
+        ..Default::default()
+    };
+    apply_container_override(&mut container, user);
+    let generated = PodSpec {
+        containers: vec![container],
+        ..Default::default()
+    };
+    let pod = match &spec.pod_spec {
+        Some(patch) => merge_pod_spec(&generated, patch).map_err(|e| BuildError {
+            reason: "InvalidPodSpec",
+            message: e.to_string(),
+        })?,
+        None => generated,
+    };
+    let workload = Workload {
+        name: deployment_name(&name),
+        namespace: agent.namespace().unwrap_or_else(|| "default".into()),
+        labels: labels(&name),
+        owner: owner_of(agent),
+        port: PORT,
+    };
+    let exposed = spec.exposed();
+    let timeout = spec
+        .gateway_route
+        .as_ref()
+        .and_then(|g| g.timeout.as_deref());
+    Ok(Desired {
+        children: WorkloadChildren {
+            deployment: workload.deployment(pod, spec.replicas),
+            service: exposed.then(|| workload.service()),
+            http_route: workload
+                .http_route(
+                    "agent",
+                    &name,
+                    timeout,
+                    &settings.gateway_default_timeout,
+                    &settings.gateway,
+                )
+                .filter(|_| exposed),
+        },
+        endpoint: exposed.then(|| workload.endpoint()),
+    })
+}

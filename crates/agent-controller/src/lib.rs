@@ -1,0 +1,18 @@
+//! The Agent controller: reconciles `kaos.tools/v1alpha1` Agents into agent runtimes wired to
+//! their ModelAPI, MCPServers and peer agents. `resolve` and `build` are pure and also serve
+//! `kaosctl render`.
+
+pub mod build;
+pub mod controller;
+pub mod reconcile;
+pub mod resolve;
+pub mod settings;
+pub mod status;
+
+use kaos_runtime::ControllerId;
+
+pub const ID: ControllerId = ControllerId {
+    name: "agent",
+    lease: "kaos-agent-controller",
+    kinds: &[("Agent", controller::PHASES)],
+};

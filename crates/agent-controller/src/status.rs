@@ -1,0 +1,97 @@
+//! The status an Agent should show. Pure.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kaos_api::agent::{Agent, AgentPhase, AgentStatus};
+use kaos_api::common::Phase;
+use kaos_runtime::conditions::{ConditionUpdate, set_condition};
+use kaos_runtime::rollout::{observe, summarize};
+
+use crate::build::{BuildError, Desired};
+use crate::resolve::Blocked;
+
+/// Where a reconcile got to.
+pub enum Outcome<'a> {
+    Blocked(&'a Blocked),
+    Invalid(&'a BuildError),
+    Built(&'a Desired),
+}
+
+pub fn status(
+    agent: &Agent,
+    outcome: Outcome<'_>,
+    deployment: Option<&Deployment>,
+    now: Time,
+) -> AgentStatus {
+    let previous = agent.status.clone().unwrap_or_default();
+    let generation = agent.metadata.generation;
+    let rollout = observe(deployment);
+    let mut conditions = previous.conditions.clone();
+    let dependencies = match &outcome {
+        Outcome::Blocked(b) => ConditionUpdate {
+            type_: "DependenciesReady",
+            status: false,
+            reason: b.reason,
+            message: b.message.clone(),
+        },
+        _ => ConditionUpdate {
+            type_: "DependenciesReady",
+            status: true,
+            reason: "Resolved",
+            message: "the ModelAPI and MCPServers are available".into(),
+        },
+    };
+    set_condition(&mut conditions, dependencies, generation, now.clone());
+    let (phase, reason, message, endpoint) = match outcome {
+        Outcome::Blocked(b) => {
+            let phase = if b.waiting {
+                AgentPhase::Waiting
+            } else {
+                AgentPhase::Failed
+            };
+            (
+                phase,
+                b.reason,
+                b.message.clone(),
+                previous.endpoint.clone(),
+            )
+        }
+        Outcome::Invalid(e) => (
+            AgentPhase::Failed,
+            e.reason,
+            e.message.clone(),
+            previous.endpoint.clone(),
+        ),
+        Outcome::Built(desired) => {
+            let summary = summarize(None, &rollout);
+            let phase = match summary.phase {
+                Phase::Ready => AgentPhase::Ready,
+                Phase::Pending => AgentPhase::Pending,
+                Phase::Failed => AgentPhase::Failed,
+            };
+            (
+                phase,
+                summary.reason,
+                summary.message,
+                desired.endpoint.clone(),
+            )
+        }
+    };
+    let ready = ConditionUpdate {
+        type_: "Ready",
+        status: phase == AgentPhase::Ready,
+        reason,
+        message: message.clone(),
+    };
+    set_condition(&mut conditions, ready, generation, now);
+    AgentStatus {
+        phase: Some(phase),
+        ready: phase == AgentPhase::Ready,
+        endpoint,
+        linked_resources: [("modelapi".to_string(), agent.spec.model_api.clone())].into(),
+        message: Some(message),
+        deployment: rollout.mirror,
+        observed_generation: generation,
+        conditions,
+    }
+}
