@@ -1,0 +1,367 @@
+//! The Agent controller against kaos-testkit with the deployment simulator. ModelAPI and
+//! MCPServer statuses are written by the test, as their controllers would.
+
+use std::time::Duration;
+
+use agent_controller::settings::Args;
+use clap::Parser;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use kaos_api::agent::{Agent, AgentPhase};
+use kaos_api::mcpserver::MCPServer;
+use kaos_api::modelapi::ModelAPI;
+use kaos_runtime::Runtime;
+use kaos_tests::cluster::{TestCluster, eventually};
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::{Api, Resource};
+use serde_json::{Value, json};
+
+struct Harness {
+    cluster: TestCluster,
+    agents: Api<Agent>,
+    deployments: Api<Deployment>,
+    _stop: tokio::sync::watch::Sender<bool>,
+}
+
+async fn start() -> Harness {
+    let cluster = TestCluster::start();
+    let args = Args::try_parse_from(["agent-controller", "--default-agent-image=kaos-agent:test"])
+        .expect("flags");
+    let (runtime, stop) =
+        Runtime::for_tests(cluster.client.clone(), agent_controller::ID, args.runtime);
+    tokio::spawn(agent_controller::controller::run(runtime, args.settings));
+    let agents = Api::default_namespaced(cluster.client.clone());
+    let deployments = Api::default_namespaced(cluster.client.clone());
+    Harness {
+        cluster,
+        agents,
+        deployments,
+        _stop: stop,
+    }
+}
+
+fn apply(h: &Harness, kind: &str, name: &str, spec: Value) {
+    let manifest = json!({"apiVersion": "kaos.tools/v1alpha1", "kind": kind, "metadata": {"name": name, "namespace": "default"}, "spec": spec});
+    h.cluster.apply(&manifest.to_string());
+}
+
+/// Writes a dependency's status as its own controller would.
+async fn set_status<K>(h: &Harness, name: &str, ready: bool, endpoint: &str)
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::default_namespaced(h.cluster.client.clone());
+    let status = json!({"status": {"ready": ready, "phase": if ready { "Ready" } else { "Pending" }, "endpoint": endpoint}});
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .expect("status");
+}
+
+async fn model_api(h: &Harness, ready: bool) {
+    apply(
+        h,
+        "ModelAPI",
+        "llm",
+        json!({"mode": "Proxy", "proxyConfig": {"models": ["openai/*"]}}),
+    );
+    set_status::<ModelAPI>(
+        h,
+        "llm",
+        ready,
+        "http://modelapi-llm.default.svc.cluster.local:8000",
+    )
+    .await;
+}
+
+async fn until(h: &Harness, name: &str, what: &str, check: impl Fn(&Agent) -> bool) -> Agent {
+    eventually(&format!("{name} is {what}"), || async {
+        h.agents.get(name).await.ok().filter(|a| check(a))
+    })
+    .await
+}
+
+fn phase(a: &Agent) -> Option<AgentPhase> {
+    a.status.as_ref().and_then(|s| s.phase)
+}
+
+fn message(a: &Agent) -> String {
+    a.status
+        .as_ref()
+        .and_then(|s| s.message.clone())
+        .unwrap_or_default()
+}
+
+fn env_of(d: &Deployment) -> Vec<(String, String)> {
+    d.spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .map(|p| p.containers[0].env.clone().unwrap_or_default())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| (e.name, e.value.unwrap_or_default()))
+        .collect()
+}
+
+#[tokio::test]
+async fn waits_for_an_unready_model_api_and_becomes_ready_after_it() {
+    let h = start().await;
+    model_api(&h, false).await;
+    apply(
+        &h,
+        "Agent",
+        "worker",
+        json!({"modelAPI": "llm", "model": "openai/gpt-4o"}),
+    );
+    let waiting = until(&h, "worker", "Waiting", |a| {
+        phase(a) == Some(AgentPhase::Waiting)
+    })
+    .await;
+    assert_eq!(message(&waiting), "ModelAPI llm is not ready");
+    let dependencies = waiting
+        .status
+        .as_ref()
+        .expect("status")
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "DependenciesReady")
+        .cloned()
+        .expect("condition");
+    assert_eq!(
+        (dependencies.status.as_str(), dependencies.reason.as_str()),
+        ("False", "ModelAPINotReady")
+    );
+    assert!(
+        h.deployments.get("agent-worker").await.is_err(),
+        "nothing deployed while waiting"
+    );
+
+    set_status::<ModelAPI>(
+        &h,
+        "llm",
+        true,
+        "http://modelapi-llm.default.svc.cluster.local:8000",
+    )
+    .await;
+    let ready = until(&h, "worker", "Ready", |a| {
+        phase(a) == Some(AgentPhase::Ready)
+    })
+    .await;
+    let status = ready.status.expect("status");
+    assert_eq!(
+        status.endpoint.as_deref(),
+        Some("http://agent-worker.default.svc.cluster.local:8000")
+    );
+    assert_eq!(
+        status.linked_resources.get("modelapi").map(String::as_str),
+        Some("llm")
+    );
+    let env = env_of(&h.deployments.get("agent-worker").await.expect("deployment"));
+    assert!(env.contains(&(
+        "MODEL_API_URL".to_string(),
+        "http://modelapi-llm.default.svc.cluster.local:8000".to_string()
+    )));
+}
+
+#[tokio::test]
+async fn a_missing_mcp_server_fails_and_recovers_when_created() {
+    let h = start().await;
+    model_api(&h, true).await;
+    apply(
+        &h,
+        "Agent",
+        "tooled",
+        json!({"modelAPI": "llm", "model": "openai/gpt-4o", "mcpServers": ["tools"]}),
+    );
+    let failed = until(&h, "tooled", "Failed", |a| {
+        phase(a) == Some(AgentPhase::Failed)
+    })
+    .await;
+    assert!(
+        message(&failed).starts_with("Failed to resolve MCPServer tools"),
+        "{}",
+        message(&failed)
+    );
+    apply(
+        &h,
+        "MCPServer",
+        "tools",
+        json!({"runtime": "python-string"}),
+    );
+    set_status::<MCPServer>(
+        &h,
+        "tools",
+        true,
+        "http://mcpserver-tools.default.svc.cluster.local:8000",
+    )
+    .await;
+    until(&h, "tooled", "Ready", |a| {
+        phase(a) == Some(AgentPhase::Ready)
+    })
+    .await;
+    let env = env_of(&h.deployments.get("agent-tooled").await.expect("deployment"));
+    assert!(env.contains(&("MCP_SERVERS".to_string(), "tools".to_string())));
+    assert!(env.contains(&(
+        "MCP_SERVER_tools_URL".to_string(),
+        "http://mcpserver-tools.default.svc.cluster.local:8000".to_string()
+    )));
+}
+
+#[tokio::test]
+async fn an_unsupported_model_fails_with_the_supported_list() {
+    let h = start().await;
+    model_api(&h, true).await;
+    apply(
+        &h,
+        "Agent",
+        "picky",
+        json!({"modelAPI": "llm", "model": "anthropic/claude"}),
+    );
+    let failed = until(&h, "picky", "Failed", |a| {
+        phase(a) == Some(AgentPhase::Failed)
+    })
+    .await;
+    assert_eq!(
+        message(&failed),
+        "model anthropic/claude is not supported by ModelAPI llm; supported models: [openai/*]"
+    );
+}
+
+#[tokio::test]
+async fn a_coordinator_learns_its_peer_once_the_peer_has_an_endpoint() {
+    let h = start().await;
+    model_api(&h, true).await;
+    apply(
+        &h,
+        "Agent",
+        "coordinator",
+        json!({"modelAPI": "llm", "model": "openai/gpt-4o", "agentNetwork": {"access": ["research-bot"]}}),
+    );
+    until(&h, "coordinator", "Ready", |a| {
+        phase(a) == Some(AgentPhase::Ready)
+    })
+    .await;
+    let before = env_of(
+        &h.deployments
+            .get("agent-coordinator")
+            .await
+            .expect("deployment"),
+    );
+    assert!(
+        !before.iter().any(|(n, _)| n == "PEER_AGENTS"),
+        "the peer does not exist yet"
+    );
+    // The peer is created later; the coordinator is never edited.
+    apply(
+        &h,
+        "Agent",
+        "research-bot",
+        json!({"modelAPI": "llm", "model": "openai/gpt-4o"}),
+    );
+    eventually("the coordinator knows its peer", || async {
+        let env = env_of(&h.deployments.get("agent-coordinator").await.ok()?);
+        env.contains(&("PEER_AGENTS".to_string(), "research-bot".to_string()))
+            .then_some(())
+    })
+    .await;
+    let env = env_of(
+        &h.deployments
+            .get("agent-coordinator")
+            .await
+            .expect("deployment"),
+    );
+    assert!(env.contains(&(
+        "PEER_AGENT_RESEARCH_BOT_CARD_URL".to_string(),
+        "http://agent-research-bot.default.svc.cluster.local:8000".to_string()
+    )));
+}
+
+#[tokio::test]
+async fn editing_instructions_rolls_once_and_expose_false_removes_the_service() {
+    let h = start().await;
+    model_api(&h, true).await;
+    apply(
+        &h,
+        "Agent",
+        "a",
+        json!({"modelAPI": "llm", "model": "openai/gpt-4o", "config": {"instructions": "v1"}}),
+    );
+    until(&h, "a", "Ready", |a| phase(a) == Some(AgentPhase::Ready)).await;
+    let before = h
+        .deployments
+        .get("agent-a")
+        .await
+        .expect("deployment")
+        .metadata
+        .generation
+        .unwrap_or(0);
+    let patch = json!({"spec": {"config": {"instructions": "v2"}}});
+    h.agents
+        .patch("a", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("patch");
+    until(&h, "a", "observed at generation 2", |a| {
+        a.status.as_ref().and_then(|s| s.observed_generation) == Some(2)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = h.deployments.get("agent-a").await.expect("deployment");
+    assert_eq!(
+        after.metadata.generation,
+        Some(before + 1),
+        "rolled once and only once"
+    );
+    assert!(env_of(&after).contains(&("AGENT_INSTRUCTIONS".to_string(), "v2".to_string())));
+
+    let hide = json!({"spec": {"agentNetwork": {"expose": false}}});
+    h.agents
+        .patch("a", &PatchParams::default(), &Patch::Merge(&hide))
+        .await
+        .expect("patch");
+    let services: Api<Service> = Api::default_namespaced(h.cluster.client.clone());
+    eventually("the Service is gone", || async {
+        services.get("agent-a").await.is_err().then_some(())
+    })
+    .await;
+    until(&h, "a", "without an endpoint", |a| {
+        a.status.as_ref().is_some_and(|s| s.endpoint.is_none())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn deletion_removes_children_and_idle_makes_no_writes() {
+    let h = start().await;
+    model_api(&h, true).await;
+    apply(
+        &h,
+        "Agent",
+        "stay",
+        json!({"modelAPI": "llm", "model": "openai/gpt-4o", "agentNetwork": {"access": ["gone"]}}),
+    );
+    apply(
+        &h,
+        "Agent",
+        "gone",
+        json!({"modelAPI": "llm", "model": "openai/gpt-4o"}),
+    );
+    until(&h, "stay", "Ready", |a| phase(a) == Some(AgentPhase::Ready)).await;
+    until(&h, "gone", "Ready", |a| phase(a) == Some(AgentPhase::Ready)).await;
+    h.agents
+        .delete("gone", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let services: Api<Service> = Api::default_namespaced(h.cluster.client.clone());
+    eventually("the agent and its children are gone", || async {
+        let gone = h.agents.get("gone").await.is_err()
+            && h.deployments.get("agent-gone").await.is_err()
+            && services.get("agent-gone").await.is_err();
+        gone.then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let writes = h.cluster.writes_during(Duration::from_secs(10)).await;
+    assert!(writes.is_empty(), "writes while idle: {writes:?}");
+}
