@@ -225,6 +225,23 @@ where
     tracing::Instrument::instrument(runtime.reconcile(&key, work), span).await
 }
 
+/// A conflict with a newer version of the object (409, or a failed JSON-patch precondition).
+fn is_conflict(error: &ReconcileError) -> bool {
+    use kube::runtime::finalizer::Error as FinalizerError;
+    let api_code =
+        |e: &kube::Error| matches!(e, kube::Error::Api(s) if s.code == 409 || s.code == 422);
+    match error {
+        ReconcileError::Kube(e) => matches!(e, kube::Error::Api(s) if s.code == 409),
+        ReconcileError::Finalizer(f) => match f.as_ref() {
+            FinalizerError::AddFinalizer(e) | FinalizerError::RemoveFinalizer(e) => api_code(e),
+            FinalizerError::ApplyFailed(inner) | FinalizerError::CleanupFailed(inner) => {
+                is_conflict(inner)
+            }
+            _ => false,
+        },
+    }
+}
+
 /// The error policy of every controller: log, and retry with per-object backoff.
 pub fn retry_after_error<K: Resource>(
     runtime: &Runtime,
@@ -236,6 +253,11 @@ pub fn retry_after_error<K: Resource>(
         object.meta().namespace.clone().unwrap_or_default(),
         object.meta().name.clone().unwrap_or_default()
     );
-    tracing::warn!(object = %key, "reconcile failed: {error}");
+    if is_conflict(error) {
+        // A write based on a cache that had not caught up yet: the retry reads the newer object.
+        tracing::debug!(object = %key, "reconcile raced a newer version, retrying: {error}");
+    } else {
+        tracing::warn!(object = %key, "reconcile failed: {error}");
+    }
     runtime.retry_after_error(&key)
 }

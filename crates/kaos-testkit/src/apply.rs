@@ -168,16 +168,25 @@ fn merge_applied(target: &mut Value, applied: &Value, field: &str) {
             }
         }
         (Value::Array(target), Value::Array(applied)) if merge_key(field, applied).is_some() => {
+            // The applied items come first, in the applied order (merged with what exists);
+            // items only other managers set follow in their existing order.
             let key = merge_key(field, applied).unwrap_or("name");
+            let mut merged = Vec::with_capacity(target.len().max(applied.len()));
             for item in applied {
-                let existing = item
+                let position = item
                     .get(key)
-                    .and_then(|id| target.iter_mut().find(|t| t.get(key) == Some(id)));
-                match existing {
-                    Some(existing) => merge_applied(existing, item, ""),
-                    None => target.push(item.clone()),
+                    .and_then(|id| target.iter().position(|t| t.get(key) == Some(id)));
+                match position {
+                    Some(i) => {
+                        let mut existing = target.remove(i);
+                        merge_applied(&mut existing, item, "");
+                        merged.push(existing);
+                    }
+                    None => merged.push(item.clone()),
                 }
             }
+            merged.append(target);
+            *target = merged;
         }
         (target, applied) => *target = applied.clone(),
     }
@@ -255,6 +264,17 @@ mod tests {
         assert_eq!(
             apply(&with_old, &now, Some(&previous), &[]),
             json!({"spec": {"containers": [{"name": "app", "image": "a:2"}, {"name": "user-sidecar"}]}})
+        );
+    }
+
+    #[test]
+    fn keyed_lists_keep_the_applied_order() {
+        let current = json!({"env": [{"name": "A"}, {"name": "Z"}, {"name": "user"}]});
+        let previous = json!({"env": [{"name": "A"}, {"name": "Z"}]});
+        let now = json!({"env": [{"name": "A"}, {"name": "M"}, {"name": "Z"}]});
+        assert_eq!(
+            apply(&current, &now, Some(&previous), &[]),
+            json!({"env": [{"name": "A"}, {"name": "M"}, {"name": "Z"}, {"name": "user"}]})
         );
     }
 

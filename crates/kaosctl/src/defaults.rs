@@ -1,0 +1,40 @@
+//! The operator settings `kaosctl` uses for the sandbox and for `render`: the same defaults the
+//! Helm chart installs (a test keeps them equal).
+
+use clap::Parser;
+
+pub const DEFAULT_AGENT_IMAGE: &str = "axsauze/kaos-agent:latest";
+pub const DEFAULT_LITELLM_IMAGE: &str = "ghcr.io/berriai/litellm:main-stable";
+pub const DEFAULT_OLLAMA_IMAGE: &str = "ollama/ollama:latest";
+pub const SYSTEM_NAMESPACE: &str = "kaos-system";
+
+/// The quickstart applied by `kaosctl dev` when no `--apply` is given.
+pub const QUICKSTART: &str = include_str!("../../../examples/quickstart.yaml");
+
+/// Each controller's settings as its binary would parse them from the chart's environment.
+pub struct ControllerSettings {
+    pub agent: agent_controller::settings::Settings,
+    pub modelapi: modelapi_controller::settings::Settings,
+    pub mcpserver: mcpserver_controller::settings::Settings,
+}
+
+pub fn controller_settings() -> anyhow::Result<ControllerSettings> {
+    let agent = agent_controller::settings::Args::try_parse_from([
+        "agent-controller",
+        &format!("--default-agent-image={DEFAULT_AGENT_IMAGE}"),
+    ])?;
+    let modelapi = modelapi_controller::settings::Args::try_parse_from([
+        "modelapi-controller",
+        &format!("--default-litellm-image={DEFAULT_LITELLM_IMAGE}"),
+        &format!("--default-ollama-image={DEFAULT_OLLAMA_IMAGE}"),
+    ])?;
+    let mcpserver = mcpserver_controller::settings::Args::try_parse_from([
+        "mcpserver-controller",
+        &format!("--system-namespace={SYSTEM_NAMESPACE}"),
+    ])?;
+    Ok(ControllerSettings {
+        agent: agent.settings,
+        modelapi: modelapi.settings,
+        mcpserver: mcpserver.settings,
+    })
+}

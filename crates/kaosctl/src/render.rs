@@ -1,0 +1,206 @@
+//! `kaosctl render`: the objects the controllers would create for the resources in some
+//! manifests, computed by the controllers' own pure builders. Dependencies found in the same
+//! manifests are treated as ready; no cluster is involved.
+
+use anyhow::{Context, bail};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kaos_api::agent::Agent;
+use kaos_api::mcpserver::MCPServer;
+use kaos_api::modelapi::ModelAPI;
+use kaos_runtime::reconciler::WorkloadChildren;
+use kaos_testkit::schema::{CrdSchema, UnknownFields};
+use kube::{Resource, ResourceExt};
+use serde_json::Value;
+
+use crate::defaults::controller_settings;
+
+/// What one manifest stream renders to.
+#[derive(Debug, Default)]
+pub struct Rendered {
+    /// The children, as JSON objects, in input order.
+    pub objects: Vec<Value>,
+    /// Resources that would end Failed or Waiting, with the controller's message.
+    pub problems: Vec<String>,
+}
+
+fn schema_for(kind: &str) -> Option<CrdSchema> {
+    let (_, crd) = kaos_api::crd::all()
+        .into_iter()
+        .find(|(_, c)| c.spec.names.kind == kind)?;
+    CrdSchema::from_crd(&serde_json::to_value(crd).ok()?, "v1alpha1")
+}
+
+/// Validates and defaults a custom resource as the API server would, then reads it.
+fn admit<K: serde::de::DeserializeOwned>(kind: &str, mut object: Value) -> anyhow::Result<K> {
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    if object.pointer("/metadata/namespace").is_none()
+        && let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        metadata.insert("namespace".into(), Value::from("default"));
+    }
+    let schema = schema_for(kind).context("no CRD for this kind")?;
+    if let Err(errors) = schema.admit(&mut object, None, UnknownFields::Reject) {
+        let texts: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        bail!("{kind} {name} is invalid: {}", texts.join("; "));
+    }
+    serde_json::from_value(object).with_context(|| format!("{kind} {name} cannot be read"))
+}
+
+fn push<K: Resource + serde::Serialize>(out: &mut Vec<Value>, object: K) {
+    if let Ok(value) = serde_json::to_value(&object) {
+        out.push(value);
+    }
+}
+
+fn push_children(out: &mut Vec<Value>, children: WorkloadChildren) {
+    push(out, children.deployment);
+    if let Some(service) = children.service {
+        push(out, service);
+    }
+    if let Some(route) = children.http_route {
+        push(out, route);
+    }
+}
+
+fn named<K: Resource>(object: &K, namespace: &Option<String>, name: &str) -> bool {
+    object.meta().namespace == *namespace && object.meta().name.as_deref() == Some(name)
+}
+
+/// Renders every kaos.tools resource of `documents`.
+pub fn render(documents: &[Value]) -> anyhow::Result<Rendered> {
+    let settings = controller_settings()?;
+    let (mut model_apis, mut servers, mut agents) = (Vec::new(), Vec::new(), Vec::new());
+    let mut registry_text = None;
+    for document in documents {
+        let kind = document.get("kind").and_then(Value::as_str).unwrap_or("");
+        let api_version = document
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        match (api_version, kind) {
+            ("kaos.tools/v1alpha1", "ModelAPI") => {
+                model_apis.push(admit::<ModelAPI>(kind, document.clone())?)
+            }
+            ("kaos.tools/v1alpha1", "MCPServer") => {
+                servers.push(admit::<MCPServer>(kind, document.clone())?)
+            }
+            ("kaos.tools/v1alpha1", "Agent") => {
+                agents.push(admit::<Agent>(kind, document.clone())?)
+            }
+            ("v1", "ConfigMap")
+                if document.pointer("/metadata/name").and_then(Value::as_str)
+                    == Some(mcpserver_controller::registry::CONFIG_MAP) =>
+            {
+                let config_map: ConfigMap = serde_json::from_value(document.clone())
+                    .context("the runtime registry ConfigMap cannot be read")?;
+                registry_text = config_map
+                    .data
+                    .and_then(|d| d.get(mcpserver_controller::registry::KEY).cloned());
+            }
+            ("kaos.tools/v1alpha1", other) => bail!("unknown kaos.tools kind {other:?}"),
+            _ => {}
+        }
+    }
+    let registry = mcpserver_controller::registry::parse(
+        registry_text
+            .as_deref()
+            .unwrap_or(mcpserver_controller::registry::DEFAULT_RUNTIMES_YAML),
+    )
+    .map_err(
+        |message| mcpserver_controller::registry::RegistryError::Invalid {
+            namespace: "(manifests)".into(),
+            message,
+        },
+    );
+
+    let mut rendered = Rendered::default();
+    for m in &mut model_apis {
+        match modelapi_controller::build::build(m, &settings.modelapi) {
+            Ok(desired) => {
+                if let Some(config_map) = desired.config_map {
+                    push(&mut rendered.objects, config_map);
+                }
+                push_children(
+                    &mut rendered.objects,
+                    WorkloadChildren {
+                        deployment: desired.deployment,
+                        service: Some(desired.service),
+                        http_route: desired.http_route,
+                    },
+                );
+                m.status = Some(kaos_api::modelapi::ModelAPIStatus {
+                    ready: true,
+                    endpoint: Some(desired.endpoint),
+                    ..Default::default()
+                });
+            }
+            Err(e) => rendered
+                .problems
+                .push(format!("ModelAPI {}: {}", m.name_any(), e.message)),
+        }
+    }
+    for s in &mut servers {
+        match mcpserver_controller::build::build(s, &registry, &settings.mcpserver) {
+            Ok(desired) => {
+                push_children(&mut rendered.objects, desired.children);
+                s.status = Some(kaos_api::mcpserver::MCPServerStatus {
+                    ready: true,
+                    endpoint: Some(desired.endpoint),
+                    ..Default::default()
+                });
+            }
+            Err(e) => rendered
+                .problems
+                .push(format!("MCPServer {}: {}", s.name_any(), e.message)),
+        }
+    }
+    // An agent's endpoint does not depend on its dependencies: work them out first, for peers.
+    for a in &mut agents {
+        let endpoint = agent_controller::build::build(a, &Default::default(), &settings.agent)
+            .ok()
+            .and_then(|d| d.endpoint);
+        a.status = Some(kaos_api::agent::AgentStatus {
+            ready: true,
+            endpoint,
+            ..Default::default()
+        });
+    }
+    for a in &agents {
+        let ns = a.namespace();
+        let model_api = model_apis
+            .iter()
+            .find(|m| named(*m, &ns, &a.spec.model_api));
+        let resolved = agent_controller::resolve::resolve(
+            a,
+            model_api,
+            |n| servers.iter().find(|s| named(*s, &ns, n)),
+            |n| agents.iter().find(|p| named(*p, &ns, n)),
+        );
+        match resolved.map(|r| agent_controller::build::build(a, &r, &settings.agent)) {
+            Ok(Ok(desired)) => push_children(&mut rendered.objects, desired.children),
+            Ok(Err(e)) => rendered
+                .problems
+                .push(format!("Agent {}: {}", a.name_any(), e.message)),
+            Err(blocked) => {
+                rendered
+                    .problems
+                    .push(format!("Agent {}: {}", a.name_any(), blocked.message))
+            }
+        }
+    }
+    Ok(rendered)
+}
+
+/// The rendered objects as one YAML stream.
+pub fn to_yaml(objects: &[Value]) -> anyhow::Result<String> {
+    let mut out = String::new();
+    for object in objects {
+        out.push_str("---\n");
+        out.push_str(&serde_saphyr::to_string(object).context("cannot write YAML")?);
+    }
+    Ok(out)
+}

@@ -1,0 +1,235 @@
+//! `kaosctl render` prints what the controllers really create; `kaosctl dev --exit-when-ready`
+//! brings the quickstart to Ready; errors are one line and a hint.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use kaos_testkit::cluster::ListOptions;
+use kaosctl::render::render;
+use kaosctl::sandbox::{self, Options};
+use serde_json::Value;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn quickstart() -> Vec<Value> {
+    let text =
+        std::fs::read_to_string(repo().join("examples/quickstart.yaml")).expect("quickstart");
+    serde_saphyr::from_multiple::<Value>(&text)
+        .expect("yaml")
+        .into_iter()
+        .filter(|d| !d.is_null())
+        .collect()
+}
+
+/// Whether every field of `expected` is in `actual` with the same value (lists element-wise).
+fn contained(expected: &Value, actual: &Value, path: &str, differences: &mut Vec<String>) {
+    match (expected, actual) {
+        (Value::Object(e), Value::Object(a)) => {
+            for (key, value) in e {
+                match a.get(key) {
+                    Some(other) => contained(value, other, &format!("{path}.{key}"), differences),
+                    None => differences.push(format!("{path}.{key} is missing")),
+                }
+            }
+        }
+        (Value::Array(e), Value::Array(a)) if e.len() == a.len() => {
+            for (i, (x, y)) in e.iter().zip(a).enumerate() {
+                contained(x, y, &format!("{path}[{i}]"), differences);
+            }
+        }
+        (e, a) if e != a => differences.push(format!("{path}: rendered {e}, created {a}")),
+        _ => {}
+    }
+}
+
+#[tokio::test]
+async fn render_prints_what_the_controllers_really_create() {
+    let rendered = render(&quickstart()).expect("renders");
+    assert!(rendered.problems.is_empty(), "{:?}", rendered.problems);
+    let kinds: Vec<String> = rendered
+        .objects
+        .iter()
+        .map(|o| {
+            format!(
+                "{} {}",
+                o["kind"].as_str().unwrap_or(""),
+                o["metadata"]["name"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "ConfigMap litellm-config-llm-proxy",
+            "Deployment modelapi-llm-proxy",
+            "Service modelapi-llm-proxy",
+            "Deployment mcpserver-echo-tools",
+            "Service mcpserver-echo-tools",
+            "Deployment agent-worker",
+            "Service agent-worker",
+            "Deployment agent-coordinator",
+            "Service agent-coordinator",
+        ]
+    );
+
+    let dir = std::env::temp_dir().join(format!("kaosctl-render-{}", std::process::id()));
+    let options = Options {
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        kubeconfig: dir.join("kubeconfig"),
+        apply: vec![],
+    };
+    let sandbox = sandbox::start(&options).await.expect("sandbox");
+    sandbox
+        .wait_ready(Duration::from_secs(60), false)
+        .await
+        .expect("quickstart Ready");
+    // The coordinator learns its peer after the worker is Ready: let that settle.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let cluster = &sandbox.server.api.cluster;
+    let mut differences = Vec::new();
+    for mut object in rendered.objects {
+        let (group, version) = match object["apiVersion"].as_str().unwrap_or("") {
+            "apps/v1" => ("apps", "v1"),
+            _ => ("", "v1"),
+        };
+        let plural = format!("{}s", object["kind"].as_str().unwrap_or("").to_lowercase());
+        let rt = cluster
+            .resource(group, version, &plural)
+            .expect("served kind");
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        let actual = cluster
+            .get(&rt, "default", &name)
+            .expect("created by a controller");
+        // Owner uids exist only in the cluster.
+        if let Some(refs) = object
+            .pointer_mut("/metadata/ownerReferences")
+            .and_then(Value::as_array_mut)
+        {
+            for r in refs {
+                r.as_object_mut().map(|m| m.remove("uid"));
+            }
+        }
+        contained(
+            &object,
+            &actual,
+            &format!("{plural}/{name}"),
+            &mut differences,
+        );
+    }
+    assert!(
+        differences.is_empty(),
+        "render and reality differ:\n{}",
+        differences.join("\n")
+    );
+    let agents = cluster
+        .resource("kaos.tools", "v1alpha1", "agents")
+        .expect("agents");
+    assert_eq!(
+        cluster
+            .list(&agents, "", &ListOptions::default())
+            .expect("list")["items"]
+            .as_array()
+            .map(Vec::len),
+        Some(2)
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn render_reports_missing_dependencies_and_bad_manifests_clearly() {
+    let lonely = serde_json::json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "Agent", "metadata": {"name": "a"},
+        "spec": {"modelAPI": "nowhere", "model": "m"}});
+    let rendered = render(&[lonely]).expect("renders");
+    assert!(rendered.objects.is_empty());
+    assert_eq!(
+        rendered.problems,
+        [
+            "Agent a: Failed to resolve ModelAPI nowhere: no ModelAPI of that name in namespace default"
+        ]
+    );
+
+    let bad = serde_json::json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "ModelAPI", "metadata": {"name": "m"}, "spec": {"mode": "Proxy"}});
+    let err = render(&[bad]).expect_err("invalid");
+    assert!(
+        err.to_string().contains("mode Proxy requires proxyConfig"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_cli_prints_one_line_and_a_hint_on_errors() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kaosctl"))
+        .args(["render", "-f", "no-such-file.yaml"])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr.lines().collect::<Vec<_>>(),
+        [
+            "kaosctl: cannot read no-such-file.yaml: No such file or directory (os error 2)",
+            "hint: pass existing YAML files with -f, or - for standard input"
+        ]
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_kaosctl"))
+        .arg("crds")
+        .output()
+        .expect("runs");
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout)
+            .matches("kind: CustomResourceDefinition")
+            .count(),
+        3
+    );
+}
+
+#[test]
+fn dev_exits_when_the_quickstart_is_ready() {
+    let dir = std::env::temp_dir().join(format!("kaosctl-dev-{}", std::process::id()));
+    let kubeconfig = dir.join("kubeconfig");
+    let out = Command::new(env!("CARGO_BIN_EXE_kaosctl"))
+        .args([
+            "dev",
+            "--listen",
+            "127.0.0.1:0",
+            "--exit-when-ready",
+            "--timeout",
+            "90",
+            "--kubeconfig",
+        ])
+        .arg(&kubeconfig)
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("all resources are Ready"), "{stdout}");
+    for line in [
+        "ModelAPI   llm-proxy",
+        "MCPServer  echo-tools",
+        "Agent      coordinator",
+        "Agent      worker",
+        "Deployment default/agent-worker",
+    ] {
+        assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
+    }
+    assert!(
+        stdout.contains(&format!(
+            "try: kubectl --kubeconfig {} get agents",
+            kubeconfig.display()
+        )),
+        "{stdout}"
+    );
+    assert!(kubeconfig.exists());
+    let _ = std::fs::remove_dir_all(dir);
+}
