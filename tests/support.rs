@@ -1,6 +1,7 @@
 //! Helpers shared by the repository-level tests and the controllers' tests.
 
 pub mod cluster;
+pub mod processes;
 
 use std::path::{Path, PathBuf};
 

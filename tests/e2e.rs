@@ -1,0 +1,363 @@
+//! End to end: `kaos-testkit serve` and each controller binary as two processes with leader
+//! election. The examples reach Ready; killing a leader hands over to its standby, which then
+//! reconciles a new change within the lease duration; SIGTERM hands over in about a second; only
+//! leaders' reconcile counters move.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kaos_api::agent::Agent;
+use kaos_api::mcpserver::MCPServer;
+use kaos_api::modelapi::ModelAPI;
+use kaos_tests::processes::{
+    POLL, Process, Scratch, apply_yaml, client, sample, scrape, serve_testkit, start_controller,
+};
+use kaos_tests::repo_root;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+
+const LEASE_DURATION: Duration = Duration::from_secs(3);
+
+struct Pair {
+    binary: &'static str,
+    lease: &'static str,
+    controller: &'static str,
+    processes: Vec<Process>,
+}
+
+fn settings() -> BTreeMap<String, String> {
+    [
+        ("LEASE_DURATION", "3s"),
+        ("RENEW_DEADLINE", "2s"),
+        ("RETRY_PERIOD", "500ms"),
+        ("SYSTEM_NAMESPACE", "kaos-system"),
+        ("DEFAULT_AGENT_IMAGE", "kaos-agent:e2e"),
+        ("DEFAULT_LITELLM_IMAGE", "litellm:e2e"),
+        ("DEFAULT_OLLAMA_IMAGE", "ollama:e2e"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+async fn lease_holder(leases: &Api<Lease>, name: &str) -> Option<String> {
+    leases
+        .get_opt(name)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|l| l.spec)
+        .and_then(|s| s.holder_identity)
+        .filter(|h| !h.is_empty())
+}
+
+/// Waits for a holder and returns the index of the process holding the lease.
+async fn leader_of(leases: &Api<Lease>, pair: &Pair, not: Option<&str>) -> (usize, Duration) {
+    let started = Instant::now();
+    loop {
+        if let Some(holder) = lease_holder(leases, pair.lease).await
+            && Some(holder.as_str()) != not
+            && let Some(i) = pair
+                .processes
+                .iter()
+                .position(|p| holder.starts_with(&format!("{}_", p.name)))
+        {
+            return (i, started.elapsed());
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no leader for {}",
+            pair.lease
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn all_ready(client: &kube::Client) -> Result<(), String> {
+    let mut waiting = Vec::new();
+    for a in Api::<Agent>::default_namespaced(client.clone())
+        .list(&Default::default())
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        if !a.status.as_ref().is_some_and(|s| s.ready) {
+            waiting.push(format!(
+                "Agent {:?}: {:?}",
+                a.metadata.name,
+                a.status.and_then(|s| s.message)
+            ));
+        }
+    }
+    for m in Api::<ModelAPI>::default_namespaced(client.clone())
+        .list(&Default::default())
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        if !m.status.as_ref().is_some_and(|s| s.ready) {
+            waiting.push(format!(
+                "ModelAPI {:?}: {:?}",
+                m.metadata.name,
+                m.status.and_then(|s| s.message)
+            ));
+        }
+    }
+    for s in Api::<MCPServer>::default_namespaced(client.clone())
+        .list(&Default::default())
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        if !s.status.as_ref().is_some_and(|st| st.ready) {
+            waiting.push(format!(
+                "MCPServer {:?}: {:?}",
+                s.metadata.name,
+                s.status.and_then(|st| st.message)
+            ));
+        }
+    }
+    if waiting.is_empty() {
+        Ok(())
+    } else {
+        Err(waiting.join("; "))
+    }
+}
+
+async fn observed_generation<K>(api: &Api<K>, name: &str) -> (Option<i64>, Option<i64>)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + serde::Serialize,
+{
+    let Ok(object) = api.get(name).await else {
+        return (None, None);
+    };
+    let value = serde_json::to_value(&object).unwrap_or_default();
+    (
+        value
+            .pointer("/metadata/generation")
+            .and_then(|v| v.as_i64()),
+        value
+            .pointer("/status/observedGeneration")
+            .and_then(|v| v.as_i64()),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_per_controller_converge_hand_over_and_count_on_the_leader_only() {
+    let scratch = Scratch::new("replicas");
+    let (_testkit, kubeconfig) = serve_testkit(&scratch, &[]);
+    let client = client(&kubeconfig).await;
+    let registry: String = mcpserver_registry();
+    apply_yaml(
+        &client,
+        &format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: kaos-system}}\n---\n{registry}"
+        ),
+    )
+    .await;
+
+    let env = settings();
+    let mut pairs: Vec<Pair> = [
+        ("agent-controller", "kaos-agent-controller", "agent"),
+        (
+            "modelapi-controller",
+            "kaos-modelapi-controller",
+            "modelapi",
+        ),
+        (
+            "mcpserver-controller",
+            "kaos-mcpserver-controller",
+            "mcpserver",
+        ),
+    ]
+    .into_iter()
+    .map(|(binary, lease, controller)| Pair {
+        binary,
+        lease,
+        controller,
+        processes: ["a", "b"]
+            .iter()
+            .map(|r| {
+                start_controller(
+                    &scratch,
+                    binary,
+                    &format!("{controller}-{r}"),
+                    &kubeconfig,
+                    &env,
+                )
+            })
+            .collect(),
+    })
+    .collect();
+
+    for example in [
+        "quickstart.yaml",
+        "hosted-ollama.yaml",
+        "custom-mcpserver.yaml",
+    ] {
+        let yaml =
+            std::fs::read_to_string(repo_root().join("examples").join(example)).expect("example");
+        apply_yaml(&client, &yaml).await;
+    }
+    let started = Instant::now();
+    loop {
+        match all_ready(&client).await {
+            Ok(()) => break,
+            Err(waiting) if started.elapsed() > Duration::from_secs(60) => panic!(
+                "not Ready after 60 s: {waiting}\nlogs in {}",
+                scratch.0.display()
+            ),
+            Err(_) => tokio::time::sleep(POLL).await,
+        }
+    }
+
+    // Only the leaders reconciled.
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kaos-system");
+    let mut leaders = Vec::new();
+    for pair in &pairs {
+        let (leader, _) = leader_of(&leases, pair, None).await;
+        for (i, process) in pair.processes.iter().enumerate() {
+            let metrics = scrape(process.metrics_port).await;
+            let success = sample(
+                &metrics,
+                &format!(
+                    "controller_runtime_reconcile_total{{controller=\"{}\",result=\"success\"}}",
+                    pair.controller
+                ),
+            );
+            let leading = sample(
+                &metrics,
+                &format!("leader_election_master_status{{name=\"{}\"}}", pair.lease),
+            );
+            if i == leader {
+                assert!(
+                    success > 0.0,
+                    "{} leads but counted no reconcile",
+                    process.name
+                );
+                assert_eq!(leading, 1.0, "{} reports it leads", process.name);
+            } else {
+                assert_eq!(success, 0.0, "standby {} reconciled", process.name);
+                assert_eq!(leading, 0.0);
+            }
+        }
+        leaders.push(leader);
+    }
+
+    // Kill every leader; each standby takes over and reconciles a new change within the lease.
+    let holders: Vec<Option<String>> = {
+        let mut holders = Vec::new();
+        for pair in &pairs {
+            holders.push(lease_holder(&leases, pair.lease).await);
+        }
+        holders
+    };
+    for (pair, leader) in pairs.iter_mut().zip(&leaders) {
+        let _ = pair.processes[*leader].child.kill();
+    }
+    let killed = Instant::now();
+    let agents: Api<Agent> = Api::default_namespaced(client.clone());
+    let model_apis: Api<ModelAPI> = Api::default_namespaced(client.clone());
+    let servers: Api<MCPServer> = Api::default_namespaced(client.clone());
+    let change = PatchParams::default();
+    agents
+        .patch(
+            "worker",
+            &change,
+            &Patch::Merge(
+                serde_json::json!({"spec": {"config": {"instructions": "after failover"}}}),
+            ),
+        )
+        .await
+        .expect("patch");
+    model_apis
+        .patch(
+            "llm-proxy",
+            &change,
+            &Patch::Merge(
+                serde_json::json!({"spec": {"proxyConfig": {"models": ["openai/*", "gpt-4.1"]}}}),
+            ),
+        )
+        .await
+        .expect("patch");
+    servers
+        .patch(
+            "echo-tools",
+            &change,
+            &Patch::Merge(serde_json::json!({"spec": {"params": "def echo(t): return t"}})),
+        )
+        .await
+        .expect("patch");
+    loop {
+        let a = observed_generation(&agents, "worker").await;
+        let m = observed_generation(&model_apis, "llm-proxy").await;
+        let s = observed_generation(&servers, "echo-tools").await;
+        if [a, m, s]
+            .iter()
+            .all(|(generation, observed)| generation.is_some() && generation == observed)
+        {
+            break;
+        }
+        assert!(
+            killed.elapsed() < LEASE_DURATION + Duration::from_secs(5),
+            "the standbys did not reconcile the change in time: {a:?} {m:?} {s:?}"
+        );
+        tokio::time::sleep(POLL).await;
+    }
+    for ((pair, holder), killed_leader) in pairs.iter().zip(&holders).zip(&leaders) {
+        let (new_leader, _) = leader_of(&leases, pair, holder.as_deref()).await;
+        assert_ne!(
+            new_leader, *killed_leader,
+            "{}: the standby took over",
+            pair.lease
+        );
+    }
+
+    // SIGTERM the new agent leader with a fresh standby started: the lease moves in about a second.
+    let agent_pair = &mut pairs[0];
+    let standby_name = "agent-c";
+    agent_pair.processes.push(start_controller(
+        &scratch,
+        agent_pair.binary,
+        standby_name,
+        &kubeconfig,
+        &env,
+    ));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (leader, _) = leader_of(&leases, agent_pair, None).await;
+    let holder = lease_holder(&leases, agent_pair.lease).await;
+    let terminated = Instant::now();
+    agent_pair.processes[leader].sigterm();
+    let (new_leader, _) = leader_of(&leases, agent_pair, holder.as_deref()).await;
+    let handover = terminated.elapsed();
+    assert_eq!(agent_pair.processes[new_leader].name, standby_name);
+    assert!(
+        handover < Duration::from_millis(1500),
+        "handover took {handover:?}"
+    );
+    let exited = Instant::now();
+    while agent_pair.processes[leader].is_running() {
+        assert!(
+            exited.elapsed() < Duration::from_secs(5),
+            "the terminated leader did not exit"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let status = agent_pair.processes[leader].child.try_wait().ok().flatten();
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(0),
+        "SIGTERM is a clean exit"
+    );
+}
+
+fn mcpserver_registry() -> String {
+    let body: String = std::fs::read_to_string(
+        repo_root().join("crates/mcpserver-controller/src/default-runtimes.yaml"),
+    )
+    .expect("registry")
+    .lines()
+    .map(|l| format!("    {l}\n"))
+    .collect();
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: kaos-mcp-runtimes, namespace: kaos-system}}\ndata:\n  runtimes.yaml: |\n{body}"
+    )
+}

@@ -1,0 +1,244 @@
+//! Running the real binaries: `kaos-testkit serve` and the controller executables as separate
+//! processes, as they are deployed.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use kube::api::{Patch, PatchParams};
+use kube::core::{DynamicObject, GroupVersionKind};
+use kube::discovery::pinned_kind;
+use serde_json::Value;
+
+/// Builds the binaries once per test process (a no-op when they are up to date) and returns the
+/// directory holding them.
+pub fn binaries() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let status = Command::new(env!("CARGO"))
+            .current_dir(crate::repo_root())
+            .args([
+                "build",
+                "--bins",
+                "-p",
+                "kaos-testkit",
+                "-p",
+                "agent-controller",
+                "-p",
+                "modelapi-controller",
+                "-p",
+                "mcpserver-controller",
+            ])
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building the binaries failed");
+        // This test executable lives in <target>/<profile>/deps.
+        let exe = std::env::current_exe().expect("test executable");
+        exe.parent()
+            .and_then(Path::parent)
+            .expect("target profile directory")
+            .to_path_buf()
+    })
+}
+
+/// A scratch directory removed on drop.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("kaos-e2e-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        Self(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A child process killed on drop.
+pub struct Process {
+    pub name: String,
+    pub child: Child,
+    pub metrics_port: u16,
+}
+
+impl Process {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn sigterm(&self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status();
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// Starts `kaos-testkit serve` with the CRDs and the deployment simulator; returns the process
+/// and its kubeconfig.
+pub fn serve_testkit(scratch: &Scratch, extra: &[&str]) -> (Process, PathBuf) {
+    let kubeconfig = scratch.0.join("kubeconfig");
+    let mut child = Command::new(binaries().join("kaos-testkit"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--simulate-deployments",
+            "100",
+            "--kubeconfig",
+        ])
+        .arg(&kubeconfig)
+        .arg("--apply")
+        .arg(crate::repo_root().join("deploy/crds"))
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("kaos-testkit starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    for _ in 0..2 {
+        lines.next().expect("a line").expect("readable");
+    }
+    (
+        Process {
+            name: "kaos-testkit".into(),
+            child,
+            metrics_port: 0,
+        },
+        kubeconfig,
+    )
+}
+
+/// Starts one controller binary as a pod would run it, logging to `<scratch>/<name>.log`.
+pub fn start_controller(
+    scratch: &Scratch,
+    binary: &str,
+    name: &str,
+    kubeconfig: &Path,
+    env: &BTreeMap<String, String>,
+) -> Process {
+    let metrics_port = free_port();
+    let log = std::fs::File::create(scratch.0.join(format!("{name}.log"))).expect("log file");
+    let child = Command::new(binaries().join(binary))
+        .env("KUBECONFIG", kubeconfig)
+        .env("POD_NAME", name)
+        .env("POD_NAMESPACE", "kaos-system")
+        .env("METRICS_BIND_ADDRESS", format!("127.0.0.1:{metrics_port}"))
+        .env(
+            "HEALTH_PROBE_BIND_ADDRESS",
+            format!("127.0.0.1:{}", free_port()),
+        )
+        .env("CONTROLLER_LOG_LEVEL", "info")
+        .envs(env)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{binary} starts: {e}"));
+    Process {
+        name: name.into(),
+        child,
+        metrics_port,
+    }
+}
+
+/// A kube client from a kubeconfig file.
+pub async fn client(kubeconfig: &Path) -> kube::Client {
+    let text = std::fs::read_to_string(kubeconfig).expect("kubeconfig");
+    let kubeconfig: kube::config::Kubeconfig =
+        serde_saphyr::from_str(&text).expect("kubeconfig parses");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("config");
+    kube::Client::try_from(config).expect("client")
+}
+
+/// Server-side applies every document of a YAML stream (any kind the server serves).
+pub async fn apply_yaml(client: &kube::Client, yaml: &str) {
+    let documents: Vec<Value> = serde_saphyr::from_multiple(yaml).expect("YAML");
+    for document in documents.into_iter().filter(|d| !d.is_null()) {
+        let object: DynamicObject = serde_json::from_value(document).expect("an object");
+        let types = object.types.clone().expect("apiVersion and kind");
+        let (group, version) = types
+            .api_version
+            .rsplit_once('/')
+            .unwrap_or(("", &types.api_version));
+        let (resource, capabilities) =
+            pinned_kind(client, &GroupVersionKind::gvk(group, version, &types.kind))
+                .await
+                .expect("served kind");
+        let api: kube::Api<DynamicObject> =
+            if capabilities.scope == kube::discovery::Scope::Namespaced {
+                kube::Api::namespaced_with(
+                    client.clone(),
+                    object.metadata.namespace.as_deref().unwrap_or("default"),
+                    &resource,
+                )
+            } else {
+                kube::Api::all_with(client.clone(), &resource)
+            };
+        let name = object.metadata.name.clone().expect("a name");
+        api.patch(
+            &name,
+            &PatchParams::apply("e2e-test").force(),
+            &Patch::Apply(&object),
+        )
+        .await
+        .expect("applied");
+    }
+}
+
+/// The body of `/metrics` of a process.
+pub async fn scrape(port: u16) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+        return String::new();
+    };
+    let _ = stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .await;
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response).await;
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default()
+}
+
+/// The value of one sample line (`name{labels} value`) in a scrape, 0 if absent.
+pub fn sample(metrics: &str, prefix: &str) -> f64 {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+pub const POLL: Duration = Duration::from_millis(100);
