@@ -173,3 +173,21 @@ fn pod_spec_is_validated_without_upstream_descriptions() {
         );
     }
 }
+
+/// The kaos-crds chart's templates are the same CRDs, marked to survive `helm uninstall`.
+#[test]
+fn chart_crds_match_the_code() {
+    let dir = repo_root().join("charts/kaos/charts/kaos-crds/templates");
+    for (file, mut crd) in kaos_api::crd::all() {
+        crd.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert("helm.sh/resource-policy".into(), "keep".into());
+        let generated = kaos_api::crd::to_yaml(&crd).expect("CRDs serialize to YAML");
+        let committed = std::fs::read_to_string(dir.join(file)).unwrap_or_default();
+        assert!(
+            committed == generated,
+            "charts/kaos/charts/kaos-crds/templates/{file} differs: run `cargo run -p kaos-api --bin crdgen -- --write-helm charts/kaos/charts/kaos-crds/templates`"
+        );
+    }
+}

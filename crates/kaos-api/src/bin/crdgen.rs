@@ -1,6 +1,8 @@
 //! Prints the CRDs of kaos.tools/v1alpha1 as one YAML stream, or writes one file per CRD.
 //!
-//! `crdgen` prints to stdout; `crdgen --write DIR` (re)writes `DIR/<group>_<plural>.yaml`.
+//! `crdgen` prints to stdout; `crdgen --write DIR` (re)writes `DIR/<group>_<plural>.yaml`;
+//! `crdgen --write-helm DIR` writes the same files annotated `helm.sh/resource-policy: keep`, as
+//! templates of the kaos-crds chart (so `helm upgrade` upgrades them and uninstall keeps them).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,8 +13,9 @@ fn main() -> ExitCode {
         [] => kaos_api::crd::all_yaml()
             .map(|yaml| print!("{yaml}"))
             .map_err(|e| e.to_string()),
-        [flag, dir] if flag == "--write" => write_all(PathBuf::from(dir)),
-        _ => Err("usage: crdgen [--write DIR]".to_string()),
+        [flag, dir] if flag == "--write" => write_all(PathBuf::from(dir), false),
+        [flag, dir] if flag == "--write-helm" => write_all(PathBuf::from(dir), true),
+        _ => Err("usage: crdgen [--write DIR | --write-helm DIR]".to_string()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -23,9 +26,15 @@ fn main() -> ExitCode {
     }
 }
 
-fn write_all(dir: PathBuf) -> Result<(), String> {
+fn write_all(dir: PathBuf, helm: bool) -> Result<(), String> {
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    for (file, crd) in kaos_api::crd::all() {
+    for (file, mut crd) in kaos_api::crd::all() {
+        if helm {
+            crd.metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert("helm.sh/resource-policy".into(), "keep".into());
+        }
         let path = dir.join(file);
         let yaml = kaos_api::crd::to_yaml(&crd).map_err(|e| e.to_string())?;
         std::fs::write(&path, yaml).map_err(|e| format!("cannot write {}: {e}", path.display()))?;

@@ -165,16 +165,32 @@ async fn serve(
                 ));
             };
             let namespace = target.namespace.as_deref();
-            if let Err(e) = server.auth.authorize(
-                cluster,
-                identity,
-                verb,
-                &rt,
-                namespace,
-                target.name.as_deref(),
-                target.subresource.as_deref(),
-            ) {
+            // As kube-apiserver: a list or watch of one name (fieldSelector metadata.name=X) is
+            // authorized for that name, so rules with resourceNames can allow it.
+            let selected_name = query
+                .get("fieldSelector")
+                .and_then(|f| f.strip_prefix("metadata.name="))
+                .filter(|n| !n.contains(','));
+            let name = target.name.as_deref().or(selected_name);
+            let sub = target.subresource.as_deref();
+            if let Err(e) = server
+                .auth
+                .authorize(cluster, identity, verb, &rt, namespace, name, sub)
+            {
                 return error_response(&e);
+            }
+            // A server-side apply that creates the object also needs permission to create.
+            let applies = patch_type(headers).is_ok_and(|p| p == PatchType::Apply);
+            if verb == "patch" && applies && sub.is_none() {
+                let missing =
+                    name.is_some_and(|n| cluster.get(&rt, namespace.unwrap_or(""), n).is_err());
+                if missing
+                    && let Err(e) = server
+                        .auth
+                        .authorize(cluster, identity, "create", &rt, namespace, name, None)
+                {
+                    return error_response(&e);
+                }
             }
             match server.faults.draw(verb) {
                 Some(Fault::Error(e)) => return error_response(&e),

@@ -1,0 +1,34 @@
+"""Rendering the kaos Helm chart with the real Helm v4 SDK (helm-python-sdk)."""
+
+from pathlib import Path
+
+import helm_python
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+UMBRELLA = REPO / "charts" / "kaos"
+SUBCHARTS = ["kaos-crds", "agent-controller", "modelapi-controller", "mcpserver-controller"]
+RELEASE, NAMESPACE = "kaos", "kaos-system"
+
+
+def render(values=None, chart=UMBRELLA):
+    """Every object the chart renders with `values`, in template order."""
+    # render() mutates the loaded chart (disabled subcharts are dropped): load it every time.
+    loaded = helm_python.Chart.load(str(chart))
+    templates = loaded.render(values or {}, name=RELEASE, namespace=NAMESPACE, is_install=True)
+    objects = []
+    for path in sorted(templates):
+        for document in yaml.safe_load_all(templates[path]):
+            if document:
+                objects.append(document)
+    return objects
+
+
+def default_manifest():
+    """The default rendering as one YAML stream: what deploy/kaos.yaml holds."""
+    header = (
+        "# Generated from charts/kaos with default values (release kaos, namespace kaos-system)\n"
+        "# by scripts/render-deploy.py; a test keeps it equal to the chart. Do not edit.\n"
+    )
+    objects = [o for o in render() if o["kind"] != "CustomResourceDefinition"]
+    return header + "".join("---\n" + yaml.safe_dump(o, sort_keys=True) for o in objects)
