@@ -8,9 +8,7 @@ use std::time::{Duration, Instant};
 
 use kaos_api::agent::Agent;
 use kaos_api::modelapi::ModelAPI;
-use kaos_tests::processes::{
-    POLL, Process, Scratch, apply_yaml, client, serve_testkit, start_controller,
-};
+use kaos_tests::processes::{ChartCluster, POLL, Scratch, apply_yaml};
 use kaos_tests::repo_root;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
@@ -26,15 +24,6 @@ const EXCEPTIONS: &[(&str, &str, &str)] = &[
     ("delete", "gateway.networking.k8s.io", "httproutes"),
     ("patch", "events.k8s.io", "events"),
 ];
-
-fn documents(path: &str) -> Vec<Value> {
-    let text = std::fs::read_to_string(repo_root().join(path)).expect("manifest");
-    serde_saphyr::from_multiple::<Value>(&text)
-        .expect("YAML")
-        .into_iter()
-        .filter(|d| !d.is_null())
-        .collect()
-}
 
 /// (verb, group, resource) the rendered RBAC grants to `service_account`.
 fn granted(objects: &[Value], service_account: &str) -> BTreeSet<(String, String, String)> {
@@ -83,78 +72,15 @@ fn granted(objects: &[Value], service_account: &str) -> BTreeSet<(String, String
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_charts_rbac_is_enough_and_minimal() {
     let scratch = Scratch::new("rbac");
-    let (_testkit, admin_kubeconfig) = serve_testkit(&scratch, &["--rbac"]);
-    let admin = client(&admin_kubeconfig).await;
-    let chart = documents("deploy/kaos.yaml");
-    apply_yaml(
-        &admin,
-        &std::fs::read_to_string(repo_root().join("deploy/namespace.yaml")).expect("namespace"),
-    )
-    .await;
-    apply_yaml(
-        &admin,
-        &std::fs::read_to_string(repo_root().join("deploy/kaos.yaml")).expect("chart"),
-    )
-    .await;
-
-    let mut processes: Vec<Process> = Vec::new();
-    let mut service_accounts = Vec::new();
-    for deployment in chart.iter().filter(|o| o["kind"] == "Deployment") {
-        let name = deployment["metadata"]["name"]
-            .as_str()
-            .expect("name")
-            .to_string();
-        let pod = &deployment["spec"]["template"]["spec"];
-        let service_account = pod["serviceAccountName"]
-            .as_str()
-            .expect("service account")
-            .to_string();
-        let minted = admin
-            .request_text(
-                http::Request::post(format!(
-                    "/kaos-testkit/tokens?namespace=kaos-system&serviceAccount={service_account}"
-                ))
-                .body(Vec::new())
-                .expect("request"),
-            )
-            .await
-            .expect("token");
-        let token = serde_json::from_str::<Value>(&minted).expect("json")["token"]
-            .as_str()
-            .expect("token")
-            .to_string();
-        let admin_text = std::fs::read_to_string(&admin_kubeconfig).expect("kubeconfig");
-        let admin_token = admin_text
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("token: "))
-            .expect("admin token")
-            .to_string();
-        let kubeconfig = scratch.0.join(format!("{service_account}.kubeconfig"));
-        std::fs::write(&kubeconfig, admin_text.replace(&admin_token, &token)).expect("kubeconfig");
-        // The environment the chart gives the pod (fieldRefs resolved as the kubelet would).
-        let mut env: std::collections::BTreeMap<String, String> = pod["containers"][0]["env"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|e| {
-                Some((
-                    e["name"].as_str()?.to_string(),
-                    e["value"].as_str()?.to_string(),
-                ))
-            })
-            .collect();
-        env.insert("LOG_FORMAT".into(), "text".into());
-        let binary = name.trim_start_matches("kaos-").to_string();
-        processes.push(start_controller(
-            &scratch,
-            &binary,
-            &format!("{binary}-0"),
-            &kubeconfig,
-            &env,
-        ));
-        service_accounts.push(service_account);
-    }
-    assert_eq!(processes.len(), 3);
+    let cluster = ChartCluster::start(&scratch, &[], 1, &[]).await;
+    let admin = cluster.admin.clone();
+    let chart = cluster.chart.clone();
+    let service_accounts: Vec<String> = cluster
+        .controllers
+        .iter()
+        .map(|(_, replicas)| replicas[0].service_account.clone())
+        .collect();
+    assert_eq!(service_accounts.len(), 3);
 
     apply_yaml(
         &admin,
@@ -234,19 +160,13 @@ async fn the_charts_rbac_is_enough_and_minimal() {
         }),
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Long enough for every leader to renew its Lease at least once (the chart's retry period is 2 s).
+    tokio::time::sleep(Duration::from_secs(3)).await;
 
     // Enough: no request of a controller was denied.
-    let audit = admin
-        .request_text(
-            http::Request::get("/kaos-testkit/audit")
-                .body(Vec::new())
-                .expect("request"),
-        )
+    let denied: Vec<String> = cluster
+        .audit()
         .await
-        .expect("audit");
-    let denied: Vec<String> = serde_json::from_str::<Vec<Value>>(&audit)
-        .expect("json")
         .into_iter()
         .filter(|r| {
             r["user"]
@@ -259,15 +179,7 @@ async fn the_charts_rbac_is_enough_and_minimal() {
     assert!(denied.is_empty(), "the chart's RBAC denied: {denied:?}");
 
     // Minimal: every grant was used, but the documented exceptions.
-    let used_text = admin
-        .request_text(
-            http::Request::get("/kaos-testkit/grants")
-                .body(Vec::new())
-                .expect("request"),
-        )
-        .await
-        .expect("grants");
-    let used: Vec<Value> = serde_json::from_str(&used_text).expect("json");
+    let used = cluster.used_grants().await;
     for service_account in &service_accounts {
         let user = format!("system:serviceaccount:kaos-system:{service_account}");
         let used: BTreeSet<(String, String, String)> = used
@@ -295,5 +207,4 @@ async fn the_charts_rbac_is_enough_and_minimal() {
             "{service_account} is granted what it never used: {unused:?}"
         );
     }
-    drop(processes);
 }

@@ -22,7 +22,7 @@ pub fn handle(
     query: &Query,
     body: &Value,
 ) -> ApiResult<Value> {
-    if server.auth.enabled() && !identity.groups.iter().any(|g| g == "system:masters") {
+    if server.auth.enabled() && !identity.is_admin() {
         return Err(ApiError::forbidden(
             &identity.user,
             "use",
@@ -72,7 +72,7 @@ pub fn audit_json(r: &AuditRecord) -> Value {
         .map(|t| t.to_string())
         .unwrap_or_default();
     json!({
-        "time": time, "user": r.user, "verb": r.verb, "method": r.method, "path": r.path, "query": r.query,
+        "time": time, "user": r.user, "verb": r.verb, "method": r.method, "path": r.path, "query": r.query, "client": r.client,
         "group": r.group, "resource": r.resource, "subresource": r.subresource,
         "namespace": r.namespace, "name": r.name, "code": r.code,
         "latencyMicros": r.latency.as_micros() as u64,
@@ -88,7 +88,7 @@ fn faults_json(c: &FaultConfig) -> Value {
         "seed": c.seed, "errorRate": c.error_rate, "throttleRate": c.throttle_rate,
         "conflictRate": c.conflict_rate, "latencyMs": c.latency.as_millis() as u64,
         "watchCutEvents": c.watch_cut_events, "watchCutAfterMs": c.watch_cut_after.map(|d| d.as_millis() as u64),
-        "goneRate": c.gone_rate,
+        "goneRate": c.gone_rate, "spareAdmin": c.spare_admin,
     })
 }
 
@@ -116,5 +116,9 @@ fn parse_faults(body: &Value) -> ApiResult<FaultConfig> {
             .map(|n| n as usize),
         watch_cut_after: ms("watchCutAfterMs"),
         gone_rate: rate("goneRate"),
+        spare_admin: body
+            .get("spareAdmin")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
     })
 }

@@ -12,6 +12,8 @@ use crate::http::path::Target;
 pub struct AuditRecord {
     pub time: SystemTime,
     pub user: String,
+    /// The credential used (see `Identity::client`).
+    pub client: String,
     /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`
     /// (non-resource requests are `get`).
     pub verb: String,
@@ -31,7 +33,7 @@ pub struct AuditRecord {
 
 impl AuditRecord {
     pub fn new(
-        user: String,
+        identity: (String, String),
         verb: &str,
         method: &Method,
         uri: &Uri,
@@ -42,7 +44,8 @@ impl AuditRecord {
         let field = |f: fn(&Target) -> Option<&str>| target.and_then(f).unwrap_or("").to_string();
         Self {
             time: SystemTime::now(),
-            user,
+            user: identity.0,
+            client: identity.1,
             verb: verb.to_string(),
             method: method.to_string(),
             path: uri.path().to_string(),

@@ -17,6 +17,9 @@ use crate::resources::ResourceType;
 pub struct Identity {
     pub user: String,
     pub groups: Vec<String>,
+    /// Which credential authenticated the request (one per minted token), so the audit log can
+    /// tell apart two processes running as the same ServiceAccount.
+    pub client: String,
 }
 
 impl Identity {
@@ -24,6 +27,7 @@ impl Identity {
         Self {
             user: "kaos-testkit-admin".into(),
             groups: vec!["system:masters".into(), "system:authenticated".into()],
+            client: "admin".into(),
         }
     }
 
@@ -35,7 +39,13 @@ impl Identity {
                 format!("system:serviceaccounts:{namespace}"),
                 "system:authenticated".into(),
             ],
+            client: String::new(),
         }
+    }
+
+    /// Whether this is the cluster admin (`system:masters`).
+    pub fn is_admin(&self) -> bool {
+        self.groups.iter().any(|g| g == "system:masters")
     }
 }
 
@@ -97,6 +107,11 @@ impl Auth {
         self.lock().used.iter().cloned().collect()
     }
 
+    /// The identity a token authenticates as.
+    pub fn authenticate_token(&self, token: &str) -> Option<Identity> {
+        self.lock().tokens.get(token).cloned()
+    }
+
     pub fn authenticate(&self, headers: &HeaderMap) -> ApiResult<Identity> {
         let state = self.lock();
         let token = headers
@@ -121,7 +136,7 @@ impl Auth {
         name: Option<&str>,
         subresource: Option<&str>,
     ) -> ApiResult<()> {
-        if !self.enabled() || identity.groups.iter().any(|g| g == "system:masters") {
+        if !self.enabled() || identity.is_admin() {
             return Ok(());
         }
         let resource = match subresource {

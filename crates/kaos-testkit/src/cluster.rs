@@ -924,7 +924,13 @@ impl State {
         if is_crd_type(rt) && sub == Subresource::Main {
             self.establish_crd(rt, &committed, events);
         }
-        self.collect_garbage(events);
+        // Only deletions and owner changes can leave garbage; a full pass per write would make
+        // every write cost as much as the whole store.
+        if meta::is_deleting(&committed)
+            || meta::owner_uids(&committed) != meta::owner_uids(existing)
+        {
+            self.collect_garbage(events);
+        }
         Ok(self
             .stored(rt, &namespace, &name)
             .map(|s| s.object.clone())

@@ -24,6 +24,8 @@ pub struct FaultConfig {
     pub watch_cut_after: Option<Duration>,
     /// Watch starts answered with 410 Gone.
     pub gone_rate: f64,
+    /// Never fault the admin identity (the test driving the cluster), only the clients under test.
+    pub spare_admin: bool,
 }
 
 pub enum Fault {

@@ -62,6 +62,15 @@ struct Serve {
     /// Fault injection: share of watch starts answered 410 Gone.
     #[arg(long, default_value_t = 0.0)]
     fault_gone_rate: f64,
+    /// Fault injection: cut every watch stream after this many events.
+    #[arg(long, value_name = "N")]
+    fault_watch_cut_events: Option<usize>,
+    /// Fault injection: added latency of every request, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    fault_latency_ms: u64,
+    /// Fault injection: never fault the admin (the kubeconfig this writes), only other clients.
+    #[arg(long)]
+    fault_spare_admin: bool,
     /// Keep this many changes for watches to resume from.
     #[arg(long, default_value_t = 10_000)]
     watch_history: usize,
@@ -91,7 +100,9 @@ async fn serve(args: Serve) -> anyhow::Result<()> {
         conflict_rate: args.fault_conflict_rate,
         watch_cut_after: args.fault_watch_cut_ms.map(Duration::from_millis),
         gone_rate: args.fault_gone_rate,
-        ..FaultConfig::default()
+        watch_cut_events: args.fault_watch_cut_events,
+        latency: Duration::from_millis(args.fault_latency_ms),
+        spare_admin: args.fault_spare_admin,
     });
     let options = ServeOptions {
         listen: args.listen,

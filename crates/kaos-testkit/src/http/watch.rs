@@ -96,12 +96,14 @@ fn start(
     Ok((filter, since))
 }
 
+/// `spared`: no faults for this client (the admin, when the fault config spares it).
 pub fn serve(
     server: &ApiServer,
     rt: &ResourceType,
     namespace: &str,
     query: &Query,
     headers: &HeaderMap,
+    spared: bool,
 ) -> Response {
     let (filter, since) = match start(rt, namespace, query, headers) {
         Ok(started) => started,
@@ -114,8 +116,12 @@ pub fn serve(
         .unwrap_or(Duration::from_secs(1800));
     let bookmarks = query.flag("allowWatchBookmarks");
     let (tx, rx) = mpsc::channel::<Bytes>(1024);
-    let forced_gone = server.faults.take_forced_gone();
-    let cut_after = server.faults.watch_cut();
+    let forced_gone = !spared && server.faults.take_forced_gone();
+    let cut_after = if spared {
+        None
+    } else {
+        server.faults.watch_cut()
+    };
     let subscription = if forced_gone {
         Err(ApiError::gone(format!(
             "too old resource version: {since} (injected)"

@@ -1,0 +1,344 @@
+//! Chaos: the three controllers as two processes each, under the chart's RBAC, against a testkit
+//! that fails 10% of their requests with 500, 5% with 429 and 5% of their writes with 409, cuts
+//! their watch streams every few seconds and answers 20% of watch starts with 410 Gone; and a
+//! leader is killed mid-run. Everything converges; no child is duplicated or orphaned; what users
+//! added to children survives; no two processes of one controller write in overlapping turns.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use kaos_api::agent::Agent;
+use kaos_api::mcpserver::MCPServer;
+use kaos_api::modelapi::ModelAPI;
+use kaos_tests::processes::{ChartCluster, POLL, Scratch, apply_yaml};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::{Api, Resource, ResourceExt};
+use serde_json::{Value, json};
+
+const AGENTS: usize = 6;
+
+fn manifests() -> String {
+    let mut yaml = String::from(
+        "apiVersion: kaos.tools/v1alpha1\nkind: ModelAPI\nmetadata: {name: llm, namespace: default}\nspec: {mode: Proxy, proxyConfig: {models: ['*']}}\n\
+         ---\napiVersion: kaos.tools/v1alpha1\nkind: MCPServer\nmetadata: {name: tools, namespace: default}\nspec: {runtime: python-string, params: 'x = 1'}\n",
+    );
+    for i in 0..AGENTS {
+        yaml.push_str(&format!(
+            "---\napiVersion: kaos.tools/v1alpha1\nkind: Agent\nmetadata: {{name: agent-{i}, namespace: default}}\n\
+             spec: {{modelAPI: llm, model: gpt-4o, mcpServers: [tools], agentNetwork: {{access: [agent-{}]}}}}\n",
+            (i + 1) % AGENTS
+        ));
+    }
+    yaml
+}
+
+/// Whether every custom resource is Ready at its current generation.
+async fn converged(client: &kube::Client) -> Result<(), String> {
+    fn check<K: Resource + serde::Serialize>(objects: Vec<K>, waiting: &mut Vec<String>) {
+        for o in objects {
+            let v = serde_json::to_value(&o).unwrap_or_default();
+            let ready = v.pointer("/status/ready") == Some(&Value::Bool(true));
+            let current =
+                v.pointer("/status/observedGeneration") == v.pointer("/metadata/generation");
+            if !(ready && current) {
+                waiting.push(format!(
+                    "{} {}",
+                    o.meta().name.clone().unwrap_or_default(),
+                    v.pointer("/status/message").unwrap_or(&Value::Null)
+                ));
+            }
+        }
+    }
+    let mut waiting = Vec::new();
+    let lp = ListParams::default();
+    check(
+        Api::<Agent>::default_namespaced(client.clone())
+            .list(&lp)
+            .await
+            .map_err(|e| e.to_string())?
+            .items,
+        &mut waiting,
+    );
+    check(
+        Api::<ModelAPI>::default_namespaced(client.clone())
+            .list(&lp)
+            .await
+            .map_err(|e| e.to_string())?
+            .items,
+        &mut waiting,
+    );
+    check(
+        Api::<MCPServer>::default_namespaced(client.clone())
+            .list(&lp)
+            .await
+            .map_err(|e| e.to_string())?
+            .items,
+        &mut waiting,
+    );
+    if waiting.is_empty() {
+        Ok(())
+    } else {
+        Err(waiting.join("; "))
+    }
+}
+
+async fn until_converged(client: &kube::Client, scratch: &Scratch, what: &str) {
+    let started = Instant::now();
+    loop {
+        match converged(client).await {
+            Ok(()) => return,
+            Err(waiting) if started.elapsed() > Duration::from_secs(90) => {
+                panic!(
+                    "{what}: not converged after 90 s: {waiting}\nlogs in {}",
+                    scratch.0.display()
+                )
+            }
+            Err(_) => tokio::time::sleep(POLL).await,
+        }
+    }
+}
+
+fn env_of(d: &Deployment) -> Vec<String> {
+    d.spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .map(|p| p.containers.iter().map(|c| c.name.clone()).collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controllers_converge_under_faults_and_a_leader_kill() {
+    let scratch = Scratch::new("chaos");
+    let faults = [
+        "--fault-spare-admin",
+        "--fault-seed=7",
+        "--fault-error-rate=0.10",
+        "--fault-throttle-rate=0.05",
+        "--fault-conflict-rate=0.05",
+        "--fault-watch-cut-ms=3000",
+        "--fault-gone-rate=0.2",
+    ];
+    let timings = [
+        ("LEASE_DURATION", "3s"),
+        ("RENEW_DEADLINE", "2s"),
+        ("RETRY_PERIOD", "500ms"),
+    ];
+    let mut cluster = ChartCluster::start(&scratch, &faults, 2, &timings).await;
+    let admin = cluster.admin.clone();
+    apply_yaml(&admin, &manifests()).await;
+    until_converged(&admin, &scratch, "first rollout").await;
+
+    // Users add to the children: a label, an annotation, a sidecar (as another field manager).
+    let deployments: Api<Deployment> = Api::default_namespaced(admin.clone());
+    let services: Api<Service> = Api::default_namespaced(admin.clone());
+    deployments
+        .patch(
+            "agent-agent-0",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"team": "ml"}}})),
+        )
+        .await
+        .expect("label");
+    services
+        .patch(
+            "agent-agent-0",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"owner": "ml-team"}}})),
+        )
+        .await
+        .expect("annotation");
+    let sidecar = json!({"spec": {"template": {"spec": {"containers": [{"name": "log-shipper", "image": "fluent-bit:3"}]}}}});
+    deployments
+        .patch(
+            "agent-agent-0",
+            &PatchParams::default(),
+            &Patch::Strategic(sidecar),
+        )
+        .await
+        .expect("sidecar");
+
+    // Kill the agent controller's leader, then change every agent and delete one.
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(admin.clone(), "kaos-system");
+    let holder = leases
+        .get("kaos-agent-controller")
+        .await
+        .expect("lease")
+        .spec
+        .and_then(|s| s.holder_identity)
+        .unwrap_or_default();
+    let agent_replicas = &mut cluster
+        .controllers
+        .iter_mut()
+        .find(|(b, _)| b == "agent-controller")
+        .expect("agent controller")
+        .1;
+    let leader = agent_replicas
+        .iter_mut()
+        .find(|r| holder.starts_with(&format!("{}_", r.process.name)))
+        .expect("a leading replica");
+    let _ = leader.process.child.kill();
+    let agents: Api<Agent> = Api::default_namespaced(admin.clone());
+    for i in 0..AGENTS {
+        let change = json!({"spec": {"config": {"instructions": format!("round two for {i}")}}});
+        agents
+            .patch(
+                &format!("agent-{i}"),
+                &PatchParams::default(),
+                &Patch::Merge(change),
+            )
+            .await
+            .expect("edit");
+    }
+    agents
+        .delete(&format!("agent-{}", AGENTS - 1), &DeleteParams::default())
+        .await
+        .expect("delete");
+    until_converged(&admin, &scratch, "after the leader was killed").await;
+    let started = Instant::now();
+    while agents
+        .get_opt(&format!("agent-{}", AGENTS - 1))
+        .await
+        .expect("get")
+        .is_some()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the deleted agent's finalizer was never removed"
+        );
+        tokio::time::sleep(POLL).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    // No child duplicated or orphaned: exactly one Deployment per resource, all owned by one.
+    let owners: BTreeSet<String> = {
+        let mut uids = BTreeSet::new();
+        let lp = ListParams::default();
+        uids.extend(
+            agents
+                .list(&lp)
+                .await
+                .expect("agents")
+                .items
+                .iter()
+                .filter_map(|a| a.uid()),
+        );
+        uids.extend(
+            Api::<ModelAPI>::default_namespaced(admin.clone())
+                .list(&lp)
+                .await
+                .expect("modelapis")
+                .items
+                .iter()
+                .filter_map(|a| a.uid()),
+        );
+        uids.extend(
+            Api::<MCPServer>::default_namespaced(admin.clone())
+                .list(&lp)
+                .await
+                .expect("mcpservers")
+                .items
+                .iter()
+                .filter_map(|a| a.uid()),
+        );
+        uids
+    };
+    let children = deployments
+        .list(&ListParams::default())
+        .await
+        .expect("deployments")
+        .items;
+    let mut per_owner: BTreeMap<String, usize> = BTreeMap::new();
+    for d in &children {
+        let owner = d
+            .owner_references()
+            .iter()
+            .find(|r| r.controller == Some(true))
+            .map(|r| r.uid.clone())
+            .unwrap_or_default();
+        assert!(
+            owners.contains(&owner),
+            "orphaned Deployment {}",
+            d.name_any()
+        );
+        *per_owner.entry(owner).or_default() += 1;
+    }
+    assert_eq!(
+        per_owner.len(),
+        owners.len(),
+        "every resource has its Deployment"
+    );
+    assert!(
+        per_owner.values().all(|n| *n == 1),
+        "duplicated children: {per_owner:?}"
+    );
+    assert!(
+        deployments
+            .get_opt(&format!("agent-agent-{}", AGENTS - 1))
+            .await
+            .expect("get")
+            .is_none()
+    );
+
+    // What users added survived the controller's re-applies.
+    let edited = deployments.get("agent-agent-0").await.expect("deployment");
+    assert_eq!(edited.labels().get("team").map(String::as_str), Some("ml"));
+    assert_eq!(
+        env_of(&edited),
+        ["agent", "log-shipper"],
+        "the sidecar survives next to the agent container"
+    );
+    let instructions = edited
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|p| p.containers[0].env.clone())
+        .unwrap_or_default();
+    assert!(
+        instructions
+            .iter()
+            .any(|e| e.value.as_deref() == Some("round two for 0")),
+        "the controller's change landed too"
+    );
+    let service = services.get("agent-agent-0").await.expect("service");
+    assert_eq!(
+        service.annotations().get("owner").map(String::as_str),
+        Some("ml-team")
+    );
+
+    // Faults happened, and no two replicas of one controller took turns writing at once: the
+    // sequence of writers (outside the Lease) changes at most once per leadership change.
+    let audit = cluster.audit().await;
+    let faulted = audit
+        .iter()
+        .filter(|r| matches!(r["code"].as_u64(), Some(500 | 429 | 409)))
+        .count();
+    assert!(
+        faulted > 10,
+        "the fault injection was active ({faulted} faulted answers)"
+    );
+    for (binary, replicas) in &cluster.controllers {
+        let clients: BTreeSet<&str> = replicas.iter().map(|r| r.client.as_str()).collect();
+        let writers: Vec<&str> = audit
+            .iter()
+            .filter(|r| clients.contains(r["client"].as_str().unwrap_or("")))
+            .filter(|r| {
+                matches!(
+                    r["verb"].as_str(),
+                    Some("create" | "update" | "patch" | "delete")
+                )
+            })
+            .filter(|r| r["resource"] != "leases" && r["resource"] != "events")
+            .filter(|r| r["code"].as_u64().is_some_and(|c| c < 300))
+            .map(|r| r["client"].as_str().unwrap_or(""))
+            .collect();
+        let turns = writers.windows(2).filter(|w| w[0] != w[1]).count();
+        let allowed = if binary == "agent-controller" { 1 } else { 0 };
+        assert!(
+            turns <= allowed,
+            "{binary}: writers took {turns} turns, more than the {allowed} leadership change(s)"
+        );
+    }
+}
