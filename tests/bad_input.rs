@@ -1,0 +1,221 @@
+//! Bad input a controller can only see (references to things that do not exist or do not fit):
+//! each case ends in phase Failed with a condition reason and a message that says what to fix,
+//! and recovers once fixed. (What the CRDs reject up front is in `validation_rules.rs`.)
+
+use std::time::Duration;
+
+use clap::Parser;
+use kaos_runtime::Runtime;
+use kaos_tests::cluster::{TestCluster, eventually};
+use kube::api::{Api, DynamicObject};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::Value;
+
+const REGISTRY: &str = "apiVersion: v1\nkind: Namespace\nmetadata: {name: kaos-system}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: kaos-mcp-runtimes, namespace: kaos-system}\ndata:\n  runtimes.yaml: |\n    runtimes:\n      python-string: {image: 'py:1', paramsEnvVar: MCP_TOOLS_STRING}\n";
+
+fn start_controllers(cluster: &TestCluster) -> Vec<tokio::sync::watch::Sender<bool>> {
+    let mut stops = Vec::new();
+    let args =
+        agent_controller::settings::Args::try_parse_from(["a", "--default-agent-image=agent:1"])
+            .expect("flags");
+    let (rt, stop) = Runtime::for_tests(cluster.client.clone(), agent_controller::ID, args.runtime);
+    tokio::spawn(agent_controller::controller::run(rt, args.settings));
+    stops.push(stop);
+    let args = modelapi_controller::settings::Args::try_parse_from([
+        "m",
+        "--default-litellm-image=litellm:1",
+        "--default-ollama-image=ollama:1",
+    ])
+    .expect("flags");
+    let (rt, stop) = Runtime::for_tests(
+        cluster.client.clone(),
+        modelapi_controller::ID,
+        args.runtime,
+    );
+    tokio::spawn(modelapi_controller::controller::run(rt, args.settings));
+    stops.push(stop);
+    let args = mcpserver_controller::settings::Args::try_parse_from([
+        "s",
+        "--system-namespace=kaos-system",
+    ])
+    .expect("flags");
+    let (rt, stop) = Runtime::for_tests(
+        cluster.client.clone(),
+        mcpserver_controller::ID,
+        args.runtime,
+    );
+    tokio::spawn(mcpserver_controller::controller::run(rt, args.settings));
+    stops.push(stop);
+    stops
+}
+
+/// One case: manifests that fail, what the resource must then say, and the fix.
+struct Case {
+    name: &'static str,
+    kind: &'static str,
+    object: &'static str,
+    bad: &'static str,
+    reason: &'static str,
+    message: &'static str,
+    fix: &'static str,
+}
+
+const PROXY: &str = "apiVersion: kaos.tools/v1alpha1\nkind: ModelAPI\nmetadata: {name: llm, namespace: default}\nspec: {mode: Proxy, proxyConfig: {models: ['openai/*']}}\n";
+const TOOLS: &str = "apiVersion: kaos.tools/v1alpha1\nkind: MCPServer\nmetadata: {name: tools, namespace: default}\nspec: {runtime: python-string}\n";
+
+fn cases() -> Vec<Case> {
+    vec![
+        Case {
+            name: "missing ModelAPI",
+            kind: "Agent",
+            object: "a1",
+            bad: "apiVersion: kaos.tools/v1alpha1\nkind: Agent\nmetadata: {name: a1, namespace: default}\nspec: {modelAPI: llm, model: openai/gpt-4o}\n",
+            reason: "ModelAPINotFound",
+            message: "Failed to resolve ModelAPI llm: no ModelAPI of that name in namespace default",
+            fix: PROXY,
+        },
+        Case {
+            name: "missing MCPServer",
+            kind: "Agent",
+            object: "a2",
+            bad: "apiVersion: kaos.tools/v1alpha1\nkind: Agent\nmetadata: {name: a2, namespace: default}\nspec: {modelAPI: llm, model: openai/gpt-4o, mcpServers: [tools]}\n",
+            reason: "MCPServerNotFound",
+            message: "Failed to resolve MCPServer tools: no MCPServer of that name in namespace default",
+            fix: TOOLS,
+        },
+        Case {
+            name: "unsupported model",
+            kind: "Agent",
+            object: "a3",
+            bad: "apiVersion: kaos.tools/v1alpha1\nkind: Agent\nmetadata: {name: a3, namespace: default}\nspec: {modelAPI: llm, model: anthropic/claude}\n",
+            reason: "ModelNotSupported",
+            message: "model anthropic/claude is not supported by ModelAPI llm; supported models: [openai/*]",
+            fix: "apiVersion: kaos.tools/v1alpha1\nkind: Agent\nmetadata: {name: a3, namespace: default}\nspec: {modelAPI: llm, model: openai/gpt-4o}\n",
+        },
+        Case {
+            name: "unknown runtime",
+            kind: "MCPServer",
+            object: "s1",
+            bad: "apiVersion: kaos.tools/v1alpha1\nkind: MCPServer\nmetadata: {name: s1, namespace: default}\nspec: {runtime: github}\n",
+            reason: "UnknownRuntime",
+            message: "runtime \"github\" is not in the MCP runtime registry (ConfigMap kaos-mcp-runtimes, key runtimes.yaml); known runtimes: python-string, or use \"custom\" with spec.container.image",
+            fix: "apiVersion: kaos.tools/v1alpha1\nkind: MCPServer\nmetadata: {name: s1, namespace: default}\nspec: {runtime: python-string}\n",
+        },
+        Case {
+            name: "configYaml with a model not in models",
+            kind: "ModelAPI",
+            object: "m1",
+            bad: "apiVersion: kaos.tools/v1alpha1\nkind: ModelAPI\nmetadata: {name: m1, namespace: default}\nspec: {mode: Proxy, proxyConfig: {models: [gpt-4o], configYaml: {fromString: \"model_list:\\n  - model_name: o3\\n\"}}}\n",
+            reason: "ModelNotAllowed",
+            message: "spec.proxyConfig.configYaml.fromString: model_name \"o3\" is not allowed by proxyConfig.models [gpt-4o]; add it to proxyConfig.models or remove it from the config",
+            fix: "apiVersion: kaos.tools/v1alpha1\nkind: ModelAPI\nmetadata: {name: m1, namespace: default}\nspec: {mode: Proxy, proxyConfig: {models: [gpt-4o, o3], configYaml: {fromString: \"model_list:\\n  - model_name: o3\\n\"}}}\n",
+        },
+        Case {
+            name: "configYaml that is not YAML",
+            kind: "ModelAPI",
+            object: "m2",
+            bad: "apiVersion: kaos.tools/v1alpha1\nkind: ModelAPI\nmetadata: {name: m2, namespace: default}\nspec: {mode: Proxy, proxyConfig: {models: ['*'], configYaml: {fromString: 'model_list: ['}}}\n",
+            reason: "InvalidConfigYaml",
+            message: "spec.proxyConfig.configYaml.fromString is not valid YAML",
+            fix: "apiVersion: kaos.tools/v1alpha1\nkind: ModelAPI\nmetadata: {name: m2, namespace: default}\nspec: {mode: Proxy, proxyConfig: {models: ['*'], configYaml: {fromString: 'model_list: []'}}}\n",
+        },
+    ]
+}
+
+fn kind_api(cluster: &TestCluster, kind: &str) -> Api<DynamicObject> {
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("kaos.tools", "v1alpha1", kind));
+    Api::namespaced_with(cluster.client.clone(), "default", &resource)
+}
+
+async fn status_of(api: &Api<DynamicObject>, name: &str) -> Option<Value> {
+    api.get(name)
+        .await
+        .ok()
+        .and_then(|o| o.data.get("status").cloned())
+}
+
+#[tokio::test]
+async fn a_missing_registry_fails_and_recovers_once_installed() {
+    let cluster = TestCluster::start();
+    let _controllers = start_controllers(&cluster);
+    cluster.apply(TOOLS);
+    let api = kind_api(&cluster, "MCPServer");
+    let failed = eventually("tools is Failed", || async {
+        status_of(&api, "tools")
+            .await
+            .filter(|s| s["phase"] == "Failed")
+    })
+    .await;
+    let ready = failed["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Ready")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(ready["reason"], "RegistryUnavailable");
+    assert!(
+        failed["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("kaos-system/kaos-mcp-runtimes was not found"),
+        "{failed}"
+    );
+    cluster.apply(REGISTRY);
+    eventually("tools recovers", || async {
+        status_of(&api, "tools")
+            .await
+            .filter(|s| s["phase"] == "Ready")
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn every_reference_error_is_failed_with_a_reason_and_recovers_once_fixed() {
+    let cluster = TestCluster::start();
+    cluster.apply(REGISTRY);
+    let _controllers = start_controllers(&cluster);
+    for case in cases() {
+        cluster.apply(case.bad);
+        let api = kind_api(&cluster, case.kind);
+        let failed = eventually(
+            &format!("{}: {} is Failed", case.name, case.object),
+            || async {
+                status_of(&api, case.object)
+                    .await
+                    .filter(|s| s["phase"] == "Failed")
+            },
+        )
+        .await;
+        let ready = failed["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "Ready")
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(
+            (ready["status"].as_str(), ready["reason"].as_str()),
+            (Some("False"), Some(case.reason)),
+            "{}",
+            case.name
+        );
+        let message = failed["message"].as_str().unwrap_or("");
+        assert!(
+            message.starts_with(case.message),
+            "{}: message {message:?}",
+            case.name
+        );
+        cluster.apply(case.fix);
+        eventually(
+            &format!("{}: {} recovers", case.name, case.object),
+            || async {
+                status_of(&api, case.object)
+                    .await
+                    .filter(|s| s["phase"] == "Ready")
+            },
+        )
+        .await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+}
