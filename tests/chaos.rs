@@ -321,6 +321,10 @@ async fn controllers_converge_under_faults_and_a_leader_kill() {
     );
     for (binary, replicas) in &cluster.controllers {
         let clients: BTreeSet<&str> = replicas.iter().map(|r| r.client.as_str()).collect();
+        assert!(
+            clients.len() == 2 && !clients.contains(""),
+            "{binary}: each replica has its own credential"
+        );
         let writers: Vec<&str> = audit
             .iter()
             .filter(|r| clients.contains(r["client"].as_str().unwrap_or("")))
@@ -334,6 +338,10 @@ async fn controllers_converge_under_faults_and_a_leader_kill() {
             .filter(|r| r["code"].as_u64().is_some_and(|c| c < 300))
             .map(|r| r["client"].as_str().unwrap_or(""))
             .collect();
+        assert!(
+            !writers.is_empty(),
+            "{binary}: its writes are in the audit log"
+        );
         let turns = writers.windows(2).filter(|w| w[0] != w[1]).count();
         let allowed = if binary == "agent-controller" { 1 } else { 0 };
         assert!(

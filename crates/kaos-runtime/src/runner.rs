@@ -148,6 +148,23 @@ impl Runtime {
         (!self.args.watch_namespaces.is_empty()).then_some(self.args.watch_namespaces.as_slice())
     }
 
+    /// One entry per Controller to run: each configured namespace, or `None` for all namespaces.
+    pub fn namespaces(&self) -> Vec<Option<String>> {
+        match self.watch_namespaces() {
+            Some(list) => list.iter().cloned().map(Some).collect(),
+            None => vec![None],
+        }
+    }
+
+    /// The event recorder of this controller (reported as its field manager and pod).
+    pub fn events(&self) -> crate::events::Events {
+        crate::events::Events::new(
+            self.client.clone(),
+            self.field_manager(),
+            self.args.pod_name.clone(),
+        )
+    }
+
     /// Runs one reconcile of `key` if this replica leads (a standby does nothing and counts
     /// nothing), timing it and recording its outcome.
     pub async fn reconcile<E>(

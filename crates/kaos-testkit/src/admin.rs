@@ -39,10 +39,16 @@ pub fn handle(
             let name = query
                 .get("serviceAccount")
                 .ok_or_else(|| ApiError::bad_request("serviceAccount is required"))?;
-            let token = server
+            let identity = Identity::service_account(namespace, name);
+            let user = identity.user.clone();
+            let token = server.auth.mint_token(identity);
+            // The credential's name in the audit log.
+            let client = server
                 .auth
-                .mint_token(Identity::service_account(namespace, name));
-            Ok(json!({"token": token, "user": format!("system:serviceaccount:{namespace}:{name}")}))
+                .authenticate_token(&token)
+                .map(|i| i.client)
+                .unwrap_or_default();
+            Ok(json!({"token": token, "user": user, "client": client}))
         }
         ("GET", "audit") => Ok(Value::Array(
             server.audit.records().iter().map(audit_json).collect(),

@@ -90,7 +90,7 @@ impl Auth {
     }
 
     /// A bearer token that authenticates as `identity`.
-    pub fn mint_token(&self, identity: Identity) -> String {
+    pub fn mint_token(&self, mut identity: Identity) -> String {
         let mut state = self.lock();
         state.next_token += 1;
         let token = format!(
@@ -98,6 +98,8 @@ impl Auth {
             state.next_token,
             identity.user.len()
         );
+        // Each credential is its own client in the audit log.
+        identity.client = format!("token-{}", state.next_token);
         state.tokens.insert(token.clone(), identity);
         token
     }

@@ -7,7 +7,6 @@ use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kaos_api::mcpserver::MCPServer;
 use kaos_runtime::Runtime;
-use kaos_runtime::events::Events;
 use kaos_runtime::reconciler::{controller_with_children, watch_routes};
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
@@ -21,17 +20,9 @@ pub const PHASES: &[&str] = &["Pending", "Ready", "Failed"];
 
 pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
     let routes = watch_routes(&runtime, settings.gateway.gateway_api_enabled).await;
-    let events = Events::new(
-        runtime.client.clone(),
-        runtime.field_manager(),
-        runtime.args.pod_name.clone(),
-    );
-    let namespaces: Vec<Option<String>> = match runtime.watch_namespaces() {
-        Some(list) => list.iter().cloned().map(Some).collect(),
-        None => vec![None],
-    };
+    let events = runtime.events();
     let (mut synced, mut main_stores, mut controllers) = (Vec::new(), Vec::new(), Vec::new());
-    for namespace in namespaces {
+    for namespace in runtime.namespaces() {
         let (controller, children) = controller_with_children::<MCPServer>(
             &runtime,
             namespace.as_deref(),
