@@ -32,7 +32,7 @@ step "cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "Rust tests"
-cargo nextest run --workspace --locked --no-fail-fast
+cargo nextest run --workspace --locked --no-fail-fast --show-progress=none
 
 step "Helm chart and image tests"
 python3 -m pytest tests/charts tests/packaging -q -p no:cacheprovider

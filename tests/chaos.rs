@@ -84,10 +84,18 @@ async fn converged(client: &kube::Client) -> Result<(), String> {
     }
 }
 
-async fn until_converged(client: &kube::Client, scratch: &Scratch, what: &str) {
+/// Waits for convergence, restarting replicas that exit as a kubelet would.
+async fn until_converged(
+    cluster: &mut ChartCluster,
+    scratch: &Scratch,
+    stopped: &[String],
+    what: &str,
+) {
+    let client = cluster.admin.clone();
     let started = Instant::now();
     loop {
-        match converged(client).await {
+        cluster.restart_exited(scratch, stopped);
+        match converged(&client).await {
             Ok(()) => return,
             Err(waiting) if started.elapsed() > Duration::from_secs(90) => {
                 panic!(
@@ -128,7 +136,7 @@ async fn controllers_converge_under_faults_and_a_leader_kill() {
     let mut cluster = ChartCluster::start(&scratch, &faults, 2, &timings).await;
     let admin = cluster.admin.clone();
     apply_yaml(&admin, &manifests()).await;
-    until_converged(&admin, &scratch, "first rollout").await;
+    until_converged(&mut cluster, &scratch, &[], "first rollout").await;
 
     // Users add to the children: a label, an annotation, a sidecar (as another field manager).
     let deployments: Api<Deployment> = Api::default_namespaced(admin.clone());
@@ -180,6 +188,7 @@ async fn controllers_converge_under_faults_and_a_leader_kill() {
         .find(|r| holder.starts_with(&format!("{}_", r.process.name)))
         .expect("a leading replica");
     let _ = leader.process.child.kill();
+    let killed = vec![leader.process.name.clone()];
     let agents: Api<Agent> = Api::default_namespaced(admin.clone());
     for i in 0..AGENTS {
         let change = json!({"spec": {"config": {"instructions": format!("round two for {i}")}}});
@@ -196,7 +205,13 @@ async fn controllers_converge_under_faults_and_a_leader_kill() {
         .delete(&format!("agent-{}", AGENTS - 1), &DeleteParams::default())
         .await
         .expect("delete");
-    until_converged(&admin, &scratch, "after the leader was killed").await;
+    until_converged(
+        &mut cluster,
+        &scratch,
+        &killed,
+        "after the leader was killed",
+    )
+    .await;
     let started = Instant::now();
     while agents
         .get_opt(&format!("agent-{}", AGENTS - 1))
@@ -309,7 +324,7 @@ async fn controllers_converge_under_faults_and_a_leader_kill() {
     );
 
     // Faults happened, and no two replicas of one controller took turns writing at once: the
-    // sequence of writers (outside the Lease) changes at most once per leadership change.
+    // sequence of writers (outside the Lease) changes at most once per change of Lease holder.
     let audit = cluster.audit().await;
     let faulted = audit
         .iter()

@@ -254,6 +254,11 @@ pub struct Replica {
     pub service_account: String,
     /// The credential it authenticates with, as the testkit's audit log names it.
     pub client: String,
+    binary: String,
+    kubeconfig: PathBuf,
+    env: BTreeMap<String, String>,
+    /// Times it was restarted after exiting.
+    pub restarts: usize,
 }
 
 /// The chart's default rendering (`deploy/`) on a testkit with RBAC, and `replicas` processes of
@@ -358,6 +363,10 @@ impl ChartCluster {
                     process,
                     service_account: service_account.clone(),
                     client: minted["client"].as_str().unwrap_or("").to_string(),
+                    binary: binary.clone(),
+                    kubeconfig,
+                    env: env.clone(),
+                    restarts: 0,
                 });
             }
             controllers.push((binary, replicas_of));
@@ -369,6 +378,30 @@ impl ChartCluster {
             chart,
             controllers,
         }
+    }
+
+    /// Restarts replicas that exited (as a kubelet would; a replica exits when it loses its
+    /// lease), except those in `stopped` (killed on purpose). Returns how many were restarted.
+    pub fn restart_exited(&mut self, scratch: &Scratch, stopped: &[String]) -> usize {
+        let mut restarted = 0;
+        for (_, replicas) in &mut self.controllers {
+            for replica in replicas.iter_mut() {
+                if stopped.contains(&replica.process.name) || replica.process.is_running() {
+                    continue;
+                }
+                let name = replica.process.name.clone();
+                replica.process = start_controller(
+                    scratch,
+                    &replica.binary,
+                    &name,
+                    &replica.kubeconfig,
+                    &replica.env,
+                );
+                replica.restarts += 1;
+                restarted += 1;
+            }
+        }
+        restarted
     }
 
     /// The testkit's audit log.
