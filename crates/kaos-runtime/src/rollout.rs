@@ -94,6 +94,22 @@ pub fn summarize(build_error: Option<(&'static str, &str)>, rollout: &Rollout) -
     }
 }
 
+/// Sets the `Ready` condition from a summary.
+pub fn set_ready_condition(
+    conditions: &mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+    summary: &Summary,
+    generation: Option<i64>,
+    now: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) {
+    let ready = crate::conditions::ConditionUpdate {
+        type_: "Ready",
+        status: summary.phase == Phase::Ready,
+        reason: summary.reason,
+        message: summary.message.clone(),
+    };
+    crate::conditions::set_condition(conditions, ready, generation, now);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,8 +4,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kaos_api::common::Phase;
 use kaos_api::mcpserver::{MCPServer, MCPServerStatus};
-use kaos_runtime::conditions::{ConditionUpdate, set_condition};
-use kaos_runtime::rollout::{observe, summarize};
+use kaos_runtime::rollout::{observe, set_ready_condition, summarize};
 
 use crate::build::{BuildError, Desired};
 
@@ -23,13 +22,7 @@ pub fn status(
         &rollout,
     );
     let mut conditions = previous.conditions.clone();
-    let ready = ConditionUpdate {
-        type_: "Ready",
-        status: summary.phase == Phase::Ready,
-        reason: summary.reason,
-        message: summary.message.clone(),
-    };
-    set_condition(&mut conditions, ready, generation, now);
+    set_ready_condition(&mut conditions, &summary, generation, now);
     MCPServerStatus {
         phase: Some(summary.phase),
         ready: summary.phase == Phase::Ready,

@@ -5,7 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kaos_api::common::Phase;
 use kaos_api::modelapi::{ModelAPI, ModelAPIStatus};
 use kaos_runtime::conditions::{ConditionUpdate, remove_condition, set_condition};
-use kaos_runtime::rollout::{observe, summarize};
+use kaos_runtime::rollout::{observe, set_ready_condition, summarize};
 
 use crate::build::{BuildError, Desired};
 
@@ -27,13 +27,7 @@ pub fn status(
         &rollout,
     );
     let mut conditions = previous.conditions.clone();
-    let ready = ConditionUpdate {
-        type_: READY,
-        status: summary.phase == Phase::Ready,
-        reason: summary.reason,
-        message: summary.message.clone(),
-    };
-    set_condition(&mut conditions, ready, generation, now.clone());
+    set_ready_condition(&mut conditions, &summary, generation, now.clone());
     if built.as_ref().is_ok_and(|d| d.telemetry_ignored) {
         let update = ConditionUpdate {
             type_: TELEMETRY_SUPPORTED,
