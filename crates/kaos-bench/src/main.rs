@@ -6,7 +6,8 @@
 //! `kaos_resources` gauges (refreshed every 5 s) decide when to list, so it is exact to ~5 s.
 //!
 //!   scripts/build-static.sh target/bench agent-controller modelapi-controller mcpserver-controller kaos-testkit
-//!   KAOS_BIN_DIR=target/bench cargo run --release -p kaos-bench -- --agents 100 --agents 1000
+//!   KAOS_BIN_DIR=$PWD/target/bench cargo run -p kaos-bench -- --agents 100 --agents 1000 --agents 10000
+//! (the driver may be a debug build: the measured processes are the release binaries it runs)
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
