@@ -1,90 +1,136 @@
-//! Wires the watch caches, triggers and reconciler into kube-runtime Controllers. An Agent is
-//! reconciled when it or its children change, when its ModelAPI or an MCPServer it uses
-//! changes, and when a peer it lists in `agentNetwork.access` changes.
+//! Wires the caches, the relation index and the triggers into one kube-runtime Controller per
+//! watched namespace. An Agent is reconciled when its spec changes or it is deleted, when one
+//! of its children changes, and when what it reads of a dependency changes: its ModelAPI's or an
+//! MCPServer's readiness or endpoint, a peer's endpoint. Dependents are found in the relation
+//! index (kept from the Agent watch events), never by scanning the Agent cache.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use futures::{FutureExt, StreamExt};
+use futures::{Stream, StreamExt, stream};
 use kaos_api::agent::Agent;
 use kaos_api::mcpserver::MCPServer;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::Runtime;
-use kaos_runtime::reconciler::{controller_with_children, watch_routes};
-use kaos_runtime::stores;
-use kube::ResourceExt;
+use kaos_runtime::index::{Relation, RelationIndex};
+use kaos_runtime::reconciler::{ChildKinds, Core, watch_routes, wire};
+use kaos_runtime::stores::{self, Events};
+use kaos_runtime::triggers::{ChangeTracker, name_of};
+use kube::Resource;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher::Event;
+use tokio::sync::mpsc;
 
 use crate::build::CHILD_SELECTOR;
-use crate::reconcile::{Context, agents_where, error_policy, phase_of, reconcile};
+use crate::reconcile::{Context, FINALIZER, error_policy, phase_of, reconcile};
+use crate::relations::{self, MCP_SERVER, MODEL_API, PEER};
 use crate::settings::Settings;
 
 pub const PHASES: &[&str] = &["Pending", "Ready", "Failed", "Waiting"];
 
+type Index = Arc<Mutex<RelationIndex>>;
+
 pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
-    let routes = watch_routes(&runtime, settings.gateway.gateway_api_enabled).await;
-    let events = runtime.events();
+    let kinds = ChildKinds {
+        config_maps: false,
+        routes: watch_routes(&runtime, settings.gateway.gateway_api_enabled).await,
+    };
     let (mut synced, mut main_stores, mut controllers) = (Vec::new(), Vec::new(), Vec::new());
     for namespace in runtime.namespaces() {
         let ns = namespace.as_deref();
-        let (controller, children) =
-            controller_with_children::<Agent>(&runtime, ns, CHILD_SELECTOR, routes);
-        let agents = controller.store();
-        let (model_apis, model_api_changes) = stores::full::<ModelAPI>(&runtime.client, ns, "");
-        let (mcp_servers, mcp_server_changes) = stores::full::<MCPServer>(&runtime.client, ns, "");
-        let (peer_tx, peer_rx) = tokio::sync::mpsc::unbounded_channel();
-        let by_model_api = {
-            let agents = agents.clone();
-            move |m: ModelAPI| {
-                let name = m.name_any();
-                agents_where(&agents, &m.namespace().unwrap_or_default(), |a| {
-                    a.spec.model_api == name
-                })
-            }
-        };
-        let by_mcp_server = {
-            let agents = agents.clone();
-            move |s: MCPServer| {
-                let name = s.name_any();
-                agents_where(&agents, &s.namespace().unwrap_or_default(), |a| {
-                    a.spec.mcp_servers.contains(&name)
-                })
-            }
-        };
-        let controller = controller
-            .watches_stream(model_api_changes, by_model_api)
-            .watches_stream(mcp_server_changes, by_mcp_server)
-            .reconcile_on(futures::stream::unfold(peer_rx, |mut rx| async move {
-                rx.recv().await.map(|r| (r, rx))
-            }));
-        main_stores.push(agents.clone());
-        let ready = (agents.clone(), model_apis.clone(), mcp_servers.clone());
-        synced.push(
-            async move {
-                let _ = ready.0.wait_until_ready().await;
-                let _ = ready.1.wait_until_ready().await;
-                let _ = ready.2.wait_until_ready().await;
-            }
-            .boxed(),
-        );
+        let index = Index::default();
+        let (peer_tx, peer_rx) = mpsc::unbounded_channel();
+        let on_agent_event = agent_event_handler(index.clone(), peer_tx);
+        let mut wiring = wire::<Agent>(&runtime, ns, CHILD_SELECTOR, kinds, on_agent_event);
+        let (model_apis, model_api_events) = stores::cache::<ModelAPI>(&runtime.client, ns, "");
+        let (mcp_servers, mcp_server_events) = stores::cache::<MCPServer>(&runtime.client, ns, "");
+        let (apis, servers) = (model_apis.clone(), mcp_servers.clone());
+        wiring.synced.push(Box::pin(async move {
+            let _ = apis.wait_until_ready().await;
+            let _ = servers.wait_until_ready().await;
+        }));
+        synced.append(&mut wiring.synced);
+        main_stores.push(wiring.store.clone());
         let context = Arc::new(Context {
-            runtime: runtime.clone(),
+            core: Core::new(runtime.clone(), wiring.children.clone(), FINALIZER),
             settings: settings.clone(),
-            children,
             model_apis,
             mcp_servers,
-            agents,
-            peer_changes: peer_tx,
-            events: events.clone(),
+            agents: wiring.store.clone(),
         });
-        controllers.push(
-            controller
-                .reconcile_all_on(runtime.leadership_gained())
-                .graceful_shutdown_on(runtime.shutdown_signal())
-                .run(reconcile, error_policy, context)
-                .for_each(|_| async {}),
-        );
+        let wiring = wiring
+            .reconcile_on(dependents_of(
+                model_api_events,
+                relations::model_api_view,
+                MODEL_API,
+                index.clone(),
+            ))
+            .reconcile_on(dependents_of(
+                mcp_server_events,
+                relations::mcp_server_view,
+                MCP_SERVER,
+                index,
+            ))
+            .reconcile_on(stream::unfold(peer_rx, |mut rx| async move {
+                rx.recv().await.map(|r| (r, rx))
+            }));
+        controllers.push(wiring.run(&runtime, reconcile, error_policy, context));
     }
     runtime.mark_ready_when(synced);
     runtime.track_phases("Agent", PHASES, main_stores, phase_of);
     futures::future::join_all(controllers).await;
     Ok(())
+}
+
+/// Keeps the index of an Agent's edges and sends the listers of an agent whose endpoint changed.
+fn agent_event_handler(
+    index: Index,
+    listers: mpsc::UnboundedSender<ObjectRef<Agent>>,
+) -> impl FnMut(&Event<Agent>) + Send + 'static {
+    let mut peers = ChangeTracker::new(relations::peer_view);
+    move |event| {
+        let mut index = index.lock().unwrap_or_else(|e| e.into_inner());
+        match event {
+            Event::Apply(agent) | Event::InitApply(agent) => {
+                index.set(&name_of(agent), relations::edges(agent));
+            }
+            Event::Delete(agent) => index.remove(&name_of(agent)),
+            Event::Init | Event::InitDone => {}
+        }
+        for (namespace, name) in peers.observe(event) {
+            for lister in index.dependents(PEER, &namespace, &name) {
+                let _ = listers.send(ObjectRef::new(&lister).within(&namespace));
+            }
+        }
+    }
+}
+
+/// The Agents to reconcile when what they read of a `D` changed.
+fn dependents_of<D, P>(
+    events: Events<D>,
+    view: fn(&D) -> P,
+    relation: Relation,
+    index: Index,
+) -> impl Stream<Item = ObjectRef<Agent>> + Send + 'static
+where
+    D: Resource + Send + 'static,
+    P: std::hash::Hash + 'static,
+{
+    let mut changes = ChangeTracker::new(view);
+    events.flat_map(move |event| {
+        let changed = match &event {
+            Ok(event) => changes.observe(event),
+            Err(_) => Vec::new(),
+        };
+        let index = index.lock().unwrap_or_else(|e| e.into_inner());
+        let dependents: Vec<ObjectRef<Agent>> = changed
+            .iter()
+            .flat_map(|(namespace, name)| {
+                index
+                    .dependents(relation, namespace, name)
+                    .into_iter()
+                    .map(move |agent| ObjectRef::new(&agent).within(namespace))
+            })
+            .collect();
+        stream::iter(dependents)
+    })
 }

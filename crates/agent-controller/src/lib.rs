@@ -5,6 +5,7 @@
 pub mod build;
 pub mod controller;
 pub mod reconcile;
+pub mod relations;
 pub mod resolve;
 pub mod settings;
 pub mod status;

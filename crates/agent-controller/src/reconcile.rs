@@ -1,22 +1,16 @@
-//! The IO side: resolves dependencies from the caches, applies the children, writes status.
+//! One reconcile: load the dependencies from the caches, build, converge, write the status.
 
 use std::sync::Arc;
 
-use kaos_api::agent::Agent;
+use kaos_api::agent::{Agent, AgentPhase};
 use kaos_api::mcpserver::MCPServer;
 use kaos_api::modelapi::ModelAPI;
-use kaos_runtime::Runtime;
-use kaos_runtime::children::apply_status;
-use kaos_runtime::events::Events;
-use kaos_runtime::reconciler::{
-    ChildCaches, ReconcileError, reconcile_with_finalizer, retry_after_error,
-};
+use kaos_runtime::error::ReconcileError;
+use kaos_runtime::reconciler::{CONFLICT_RECHECK, Core};
 use kaos_runtime::stores::cached;
 use kube::ResourceExt;
-use kube::api::Api;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{ObjectRef, Store};
-use tokio::sync::mpsc::UnboundedSender;
+use kube::runtime::reflector::Store;
 
 use crate::build::{self, build};
 use crate::resolve::resolve;
@@ -26,101 +20,59 @@ use crate::status::{Outcome, status};
 pub const FINALIZER: &str = "kaos.tools/agent-finalizer";
 
 pub struct Context {
-    pub runtime: Runtime,
+    pub core: Core,
     pub settings: Settings,
-    pub children: ChildCaches,
     pub model_apis: Store<ModelAPI>,
     pub mcp_servers: Store<MCPServer>,
     pub agents: Store<Agent>,
-    /// Agents to reconcile because a peer they list changed.
-    pub peer_changes: UnboundedSender<ObjectRef<Agent>>,
-    pub events: Events,
 }
 
 pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
-    reconcile_with_finalizer(&ctx.runtime, agent, FINALIZER, |agent| apply(agent, &ctx)).await
+    ctx.core.reconcile(agent, |agent| apply(agent, &ctx)).await
 }
 
 pub fn error_policy(agent: Arc<Agent>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
-    retry_after_error(&ctx.runtime, agent.as_ref(), error)
-}
-
-/// Agents in `namespace` satisfying `predicate`, as references for the controller's queue.
-pub fn agents_where(
-    agents: &Store<Agent>,
-    namespace: &str,
-    predicate: impl Fn(&Agent) -> bool,
-) -> Vec<ObjectRef<Agent>> {
-    agents
-        .state()
-        .iter()
-        .filter(|a| a.namespace().as_deref() == Some(namespace) && predicate(a))
-        .map(|a| ObjectRef::from_obj(a.as_ref()))
-        .collect()
+    ctx.core.retry_after_error(agent.as_ref(), error)
 }
 
 async fn apply(agent: Arc<Agent>, ctx: &Context) -> Result<Action, ReconcileError> {
-    let client = &ctx.runtime.client;
-    let manager = ctx.runtime.field_manager();
     let name = agent.name_any();
     let namespace = agent.namespace().unwrap_or_default();
-    // This agent may have changed its endpoint: the agents that delegate to it re-resolve.
-    for lister in agents_where(&ctx.agents, &namespace, |a| a.spec.peers().contains(&name)) {
-        let _ = ctx.peer_changes.send(lister);
-    }
     let model_api = cached(&ctx.model_apis, &namespace, &agent.spec.model_api);
-    let servers: Vec<(String, Option<Arc<MCPServer>>)> = agent
+    let servers: Vec<_> = agent
         .spec
         .mcp_servers
         .iter()
-        .map(|s| (s.clone(), cached(&ctx.mcp_servers, &namespace, s)))
+        .map(|s| (s.as_str(), cached(&ctx.mcp_servers, &namespace, s)))
         .collect();
-    let peers: Vec<(String, Option<Arc<Agent>>)> = agent
+    let peers: Vec<_> = agent
         .spec
         .peers()
         .iter()
-        .map(|p| (p.clone(), cached(&ctx.agents, &namespace, p)))
+        .map(|p| (p.as_str(), cached(&ctx.agents, &namespace, p)))
         .collect();
     let resolved = resolve(
         &agent,
         model_api.as_deref(),
-        |s| {
-            servers
-                .iter()
-                .find(|(n, _)| n == s)
-                .and_then(|(_, o)| o.as_deref())
-        },
-        |p| {
-            peers
-                .iter()
-                .find(|(n, _)| n == p)
-                .and_then(|(_, o)| o.as_deref())
-        },
+        |s| find(&servers, s),
+        |p| find(&peers, p),
     );
     let built = resolved.map(|r| build(&agent, &r, &ctx.settings));
-    if let Ok(Ok(desired)) = &built {
-        let changes = ctx
-            .children
-            .apply(
-                client,
-                manager,
-                &namespace,
-                &agent.uid().unwrap_or_default(),
-                desired.children.clone(),
-            )
-            .await?;
-        if !changes.is_empty() {
-            ctx.events
-                .normal(agent.as_ref(), "Applied", changes.join(", "))
-                .await;
+    let converged = match &built {
+        Ok(Ok(desired)) => {
+            ctx.core
+                .converge(agent.as_ref(), desired.children.clone().into_set())
+                .await?
         }
-    }
+        _ => Default::default(),
+    };
     let outcome = match &built {
         Err(blocked) => Outcome::Blocked(blocked),
         Ok(Err(invalid)) => Outcome::Invalid(invalid),
-        Ok(Ok(desired)) => Outcome::Built(desired),
+        Ok(Ok(desired)) => Outcome::Built(desired, converged.problem()),
     };
     let deployment = ctx
+        .core
         .children
         .deployment(&namespace, &build::deployment_name(&name));
     let desired_status = status(
@@ -129,24 +81,37 @@ async fn apply(agent: Arc<Agent>, ctx: &Context) -> Result<Action, ReconcileErro
         deployment.as_deref(),
         kaos_runtime::conditions::now(),
     );
-    let api: Api<Agent> = Api::namespaced(client.clone(), &namespace);
-    let wrote = apply_status(&api, manager, &name, agent.status.as_ref(), &desired_status).await?;
-    if wrote && desired_status.phase == Some(kaos_api::agent::AgentPhase::Failed) {
-        let reason = desired_status
-            .conditions
-            .iter()
-            .find(|c| c.type_ == "Ready")
-            .map(|c| c.reason.clone())
-            .unwrap_or_default();
-        ctx.events
-            .warning(
-                agent.as_ref(),
-                &reason,
-                desired_status.message.clone().unwrap_or_default(),
-            )
-            .await;
-    }
-    Ok(Action::await_change())
+    let problem = (desired_status.phase == Some(AgentPhase::Failed))
+        .then(|| ready_reason(&desired_status))
+        .flatten();
+    ctx.core
+        .write_status(
+            agent.as_ref(),
+            agent.status.as_ref(),
+            &desired_status,
+            problem.as_ref().map(|(r, m)| (r.as_str(), m.as_str())),
+        )
+        .await?;
+    Ok(if converged.conflicts.is_empty() {
+        Action::await_change()
+    } else {
+        Action::requeue(CONFLICT_RECHECK)
+    })
+}
+
+fn find<'a, T>(list: &'a [(&str, Option<Arc<T>>)], name: &str) -> Option<&'a T> {
+    list.iter()
+        .find(|(n, _)| *n == name)
+        .and_then(|(_, o)| o.as_deref())
+}
+
+/// The Ready condition's reason and message, for the Warning event of a failure.
+fn ready_reason(status: &kaos_api::agent::AgentStatus) -> Option<(String, String)> {
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| (c.reason.clone(), c.message.clone()))
 }
 
 pub fn phase_of(agent: &Agent) -> Option<&'static str> {

@@ -14,7 +14,8 @@ use crate::resolve::Blocked;
 pub enum Outcome<'a> {
     Blocked(&'a Blocked),
     Invalid(&'a BuildError),
-    Built(&'a Desired),
+    /// Built, and converged with these conflicts (a child name taken by a foreign object).
+    Built(&'a Desired, Option<(&'static str, String)>),
 }
 
 pub fn status(
@@ -62,8 +63,13 @@ pub fn status(
             e.message.clone(),
             previous.endpoint.clone(),
         ),
-        Outcome::Built(desired) => {
-            let summary = summarize(None, &rollout);
+        Outcome::Built(desired, problem) => {
+            let summary = summarize(
+                problem
+                    .as_ref()
+                    .map(|(reason, message)| (*reason, message.as_str())),
+                &rollout,
+            );
             let phase = match summary.phase {
                 Phase::Ready => AgentPhase::Ready,
                 Phase::Pending => AgentPhase::Pending,

@@ -1,18 +1,10 @@
-//! Writing a parent's children and status without needless writes.
-//!
-//! A child is server-side applied with the controller's field manager and carries the hash of
-//! the desired state in an annotation; while the cached child shows that hash, nothing is sent.
-//! Fields other managers own (labels a user added, a sidecar another tool injected, replicas an
-//! HPA sets) are left alone by server-side apply.
-
-use std::fmt::Debug;
+//! The identity of a child: the hash of the desired state it was applied with, and whether a
+//! parent controls it. Fields other managers own (labels a user added, a sidecar another tool
+//! injected, replicas an HPA sets) are left alone by server-side apply.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{DeleteParams, Patch, PatchParams};
-use kube::{Api, Resource, ResourceExt};
+use kube::{Resource, ResourceExt};
 use serde::Serialize;
-use serde::de::DeserializeOwned;
-use serde_json::json;
 
 use crate::podspec::stable_hash;
 
@@ -37,31 +29,6 @@ pub fn is_current(observed: Option<&ObjectMeta>, hash: &str) -> bool {
         .is_some_and(|h| h == hash)
 }
 
-/// Server-side applies `desired` unless `observed` (from the cache) already carries its hash.
-/// Returns whether a write was made.
-pub async fn apply_if_changed<K>(
-    api: &Api<K>,
-    field_manager: &str,
-    observed: Option<&ObjectMeta>,
-    mut desired: K,
-) -> Result<bool, kube::Error>
-where
-    K: Resource + Serialize + DeserializeOwned + Clone + Debug,
-{
-    let hash = stamp_desired_hash(&mut desired);
-    if is_current(observed, &hash) {
-        return Ok(false);
-    }
-    let name = desired.name_any();
-    api.patch(
-        &name,
-        &PatchParams::apply(field_manager).force(),
-        &Patch::Apply(&desired),
-    )
-    .await?;
-    Ok(true)
-}
-
 /// Whether `child` is controlled by the object with `owner_uid`.
 pub fn controlled_by(child: &ObjectMeta, owner_uid: &str) -> bool {
     child
@@ -69,66 +36,6 @@ pub fn controlled_by(child: &ObjectMeta, owner_uid: &str) -> bool {
         .iter()
         .flatten()
         .any(|r| r.controller == Some(true) && r.uid == owner_uid)
-}
-
-/// Deletes the cached children controlled by `owner_uid` whose names are not in `keep`.
-/// Returns the names deleted; a child already gone counts as deleted.
-pub async fn delete_orphans<'a, K>(
-    api: &Api<K>,
-    cached: impl IntoIterator<Item = &'a ObjectMeta>,
-    owner_uid: &str,
-    keep: &[&str],
-) -> Result<Vec<String>, kube::Error>
-where
-    K: Resource + Clone + DeserializeOwned + Debug,
-{
-    let mut deleted = Vec::new();
-    for child in cached {
-        let name = child.name.clone().unwrap_or_default();
-        if !controlled_by(child, owner_uid)
-            || keep.contains(&name.as_str())
-            || child.deletion_timestamp.is_some()
-        {
-            continue;
-        }
-        match api.delete(&name, &DeleteParams::background()).await {
-            Ok(_) => deleted.push(name),
-            Err(kube::Error::Api(s)) if s.code == 404 => deleted.push(name),
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(deleted)
-}
-
-/// Server-side applies the status of `name` unless `current` already equals `desired`.
-/// Fields the controller set before and no longer sets are removed. Returns whether it wrote.
-pub async fn apply_status<K, S>(
-    api: &Api<K>,
-    field_manager: &str,
-    name: &str,
-    current: Option<&S>,
-    desired: &S,
-) -> Result<bool, kube::Error>
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
-    S: Serialize + PartialEq,
-{
-    if current == Some(desired) {
-        return Ok(false);
-    }
-    let body = json!({
-        "apiVersion": K::api_version(&()),
-        "kind": K::kind(&()),
-        "metadata": {"name": name},
-        "status": desired,
-    });
-    api.patch_status(
-        name,
-        &PatchParams::apply(field_manager).force(),
-        &Patch::Apply(body),
-    )
-    .await?;
-    Ok(true)
 }
 
 #[cfg(test)]

@@ -1,13 +1,19 @@
 //! What every kaos-rs controller process shares, so none of the three binaries writes it again:
 //! leader election, the admin server, controller-runtime-compatible metrics, settings, logging,
-//! and the reconcile and pod-spec helpers.
+//! and the reconcile skeleton: slim caches, relation indexes, change-only triggers, and one
+//! converge path that writes only what changed.
 
 pub mod admin;
 pub mod backoff;
 pub mod children;
 pub mod client;
 pub mod conditions;
+pub mod converge;
+pub mod drift;
+pub mod error;
 pub mod events;
+pub mod expectations;
+pub mod index;
 pub mod leader;
 pub mod logging;
 pub mod metrics;
@@ -18,6 +24,7 @@ pub mod rollout;
 pub mod runner;
 pub mod settings;
 pub mod stores;
+pub mod triggers;
 pub mod workload;
 
 pub use runner::{ControllerId, Runtime, run};

@@ -34,6 +34,12 @@ pub struct ResultLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StepLabels {
+    pub controller: String,
+    pub step: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct NameLabels {
     pub name: String,
 }
@@ -66,6 +72,7 @@ pub struct Metrics {
     registry: Registry,
     reconcile_total: Family<ResultLabels, Counter>,
     reconcile_errors: Family<ControllerLabels, Counter>,
+    reconcile_errors_by_step: Family<StepLabels, Counter>,
     reconcile_time: Family<ControllerLabels, Histogram, ReconcileHistogram>,
     max_concurrent: Family<ControllerLabels, Gauge>,
     active_workers: Family<ControllerLabels, Gauge>,
@@ -83,6 +90,7 @@ impl Metrics {
             controller: controller.to_string(),
             reconcile_total: Family::default(),
             reconcile_errors: Family::default(),
+            reconcile_errors_by_step: Family::default(),
             reconcile_time: Family::new_with_constructor(ReconcileHistogram),
             max_concurrent: Family::default(),
             active_workers: Family::default(),
@@ -100,6 +108,11 @@ impl Metrics {
             "controller_runtime_reconcile_errors",
             "Total number of reconciliation errors per controller",
             metrics.reconcile_errors.clone(),
+        );
+        registry.register(
+            "kaos_reconcile_errors",
+            "Reconcile errors per controller and the step that failed (apply_child, patch_status, ...)",
+            metrics.reconcile_errors_by_step.clone(),
         );
         registry.register(
             "controller_runtime_reconcile_time_seconds",
@@ -143,6 +156,12 @@ impl Metrics {
             }));
         }
         drop(metrics.reconcile_errors.get_or_create(&controller_labels));
+        for step in crate::error::Step::ALL {
+            drop(metrics.reconcile_errors_by_step.get_or_create(&StepLabels {
+                controller: controller.to_string(),
+                step: step.metric_label().to_string(),
+            }));
+        }
         drop(metrics.reconcile_time.get_or_create(&controller_labels));
         drop(metrics.max_concurrent.get_or_create(&controller_labels));
         drop(metrics.active_workers.get_or_create(&controller_labels));
@@ -198,6 +217,16 @@ impl Metrics {
                 name: lease.to_string(),
             })
             .set(i64::from(leading));
+    }
+
+    /// Counts a failed reconcile by the step that failed.
+    pub fn record_error_step(&self, step: &str) {
+        self.reconcile_errors_by_step
+            .get_or_create(&StepLabels {
+                controller: self.controller.clone(),
+                step: step.to_string(),
+            })
+            .inc();
     }
 
     /// Starts timing one reconcile; finish it with [`ReconcileTimer::finish`].

@@ -1,139 +1,85 @@
-//! The reconcile skeleton the three controllers share: the finalizer around each reconcile, the
-//! watch caches of the workload children (Deployment, Service, HTTPRoute), and applying them
-//! with orphan collection.
+//! The skeleton every workload controller shares, so each kind's reconcile reads "load
+//! dependencies, build, converge, status":
+//!
+//! - [`wire`] builds the kube-runtime Controller from slim caches: the primary triggers only on
+//!   spec changes and deletion, children on any change (drift, rollout, deletion), with a short
+//!   debounce that merges bursts;
+//! - [`Core::reconcile`] runs one reconcile as the leader, once the caches have synced, with the
+//!   finalizer added in the same pass and removed on deletion;
+//! - [`Core::converge`] writes the children ([`crate::converge`]), [`Core::write_status`] the
+//!   status, each only when it differs from what the cache shows or this process just wrote.
 
 use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
+use futures::future::BoxFuture;
+use futures::{FutureExt, Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
-use kube::api::Api;
-use kube::core::{DynamicObject, PartialObjectMeta};
-use kube::runtime::controller::Action;
-use kube::runtime::finalizer::{Event as Finalizer, finalizer};
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{self, Action};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{Controller, controller, watcher};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
 
 use crate::Runtime;
-use crate::children::{apply_if_changed, delete_orphans};
-use crate::stores::{self, cached, cached_metadata};
+use crate::converge::{ChildSet, Children, Converged, Parent};
+use crate::error::{ReconcileError, Step, StepExt};
+use crate::events::Events;
+use crate::expectations::{Expectations, Observed, Verdict};
+use crate::podspec::stable_hash;
+use crate::stores;
+use crate::triggers::spec_or_deletion;
 use crate::workload::http_route_resource;
 
-#[derive(Debug, thiserror::Error)]
-pub enum ReconcileError {
-    #[error("Kubernetes API: {0}")]
-    Kube(#[from] kube::Error),
-    #[error("finalizer: {0}")]
-    Finalizer(#[source] Box<kube::runtime::finalizer::Error<ReconcileError>>),
+/// How long a parent in conflict with an object it does not own waits before looking again
+/// (the foreign object is outside our caches, so its deletion sends no event).
+pub const CONFLICT_RECHECK: Duration = Duration::from_secs(10);
+
+/// What a primary kind needs to be reconciled by the skeleton.
+pub trait Primary:
+    Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+    + Clone
+    + Serialize
+    + DeserializeOwned
+    + Debug
+    + Send
+    + Sync
+    + 'static
+{
 }
 
-/// The children every kind's workload has.
-#[derive(Clone, Debug)]
-pub struct WorkloadChildren {
-    pub deployment: Deployment,
-    /// None when the workload must not be reachable (an Agent with `expose: false`).
-    pub service: Option<Service>,
-    pub http_route: Option<DynamicObject>,
+impl<K> Primary for K where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + Serialize
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static
+{
 }
 
-/// Watch caches of the workload children of one namespace (or all).
-#[derive(Clone)]
-pub struct ChildCaches {
-    pub deployments: Store<Deployment>,
-    pub services: Store<PartialObjectMeta<Service>>,
-    /// None when the Gateway API is neither enabled nor installed.
-    pub routes: Option<Store<DynamicObject>>,
+/// Which optional children a kind has.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ChildKinds {
+    pub config_maps: bool,
+    pub routes: bool,
 }
 
-impl ChildCaches {
-    pub fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<Deployment>> {
-        cached(&self.deployments, namespace, name)
-    }
-
-    /// Applies what differs from the caches and deletes the owner's children that are no longer
-    /// wanted. Returns a line per change, for events.
-    pub async fn apply(
-        &self,
-        client: &kube::Client,
-        field_manager: &str,
-        namespace: &str,
-        owner_uid: &str,
-        children: WorkloadChildren,
-    ) -> Result<Vec<String>, kube::Error> {
-        let mut changes = Vec::new();
-        let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
-        let name = children.deployment.name_any();
-        let observed = self.deployment(namespace, &name);
-        if apply_if_changed(
-            &deployments,
-            field_manager,
-            observed.as_ref().map(|o| o.meta()),
-            children.deployment,
-        )
-        .await?
-        {
-            changes.push(format!("applied Deployment {name}"));
-        }
-        let services: Api<Service> = Api::namespaced(client.clone(), namespace);
-        let keep: Vec<String> = children.service.iter().map(|s| s.name_any()).collect();
-        if let Some(service) = children.service {
-            let observed = cached(&self.services, namespace, &service.name_any());
-            let service_name = service.name_any();
-            if apply_if_changed(
-                &services,
-                field_manager,
-                observed.as_ref().map(|o| o.meta()),
-                service,
-            )
-            .await?
-            {
-                changes.push(format!("applied Service {service_name}"));
-            }
-        }
-        let keep: Vec<&str> = keep.iter().map(String::as_str).collect();
-        for gone in delete_orphans(
-            &services,
-            &cached_metadata(&self.services),
-            owner_uid,
-            &keep,
-        )
-        .await?
-        {
-            changes.push(format!("deleted Service {gone}"));
-        }
-        if let Some(routes_store) = &self.routes {
-            let resource = http_route_resource();
-            let routes: Api<DynamicObject> =
-                Api::namespaced_with(client.clone(), namespace, &resource);
-            let keep: Vec<String> = children.http_route.iter().map(|r| r.name_any()).collect();
-            if let Some(route) = children.http_route {
-                let route_name = route.name_any();
-                let observed = routes_store
-                    .get(&ObjectRef::new_with(&route_name, resource.clone()).within(namespace));
-                if apply_if_changed(
-                    &routes,
-                    field_manager,
-                    observed.as_ref().map(|o| o.meta()),
-                    route,
-                )
-                .await?
-                {
-                    changes.push(format!("applied HTTPRoute {route_name}"));
-                }
-            }
-            let keep: Vec<&str> = keep.iter().map(String::as_str).collect();
-            for gone in
-                delete_orphans(&routes, &cached_metadata(routes_store), owner_uid, &keep).await?
-            {
-                changes.push(format!("deleted HTTPRoute {gone}"));
-            }
-        }
-        Ok(changes)
-    }
+/// A Controller and the caches it reads, before it runs.
+pub struct Wiring<K: Primary> {
+    pub controller: Controller<K>,
+    pub store: Store<K>,
+    pub children: Children,
+    /// Resolve once every cache the reconcile reads has synced; add the dependency caches.
+    pub synced: Vec<BoxFuture<'static, ()>>,
 }
 
 /// Whether HTTPRoutes are watched: the gateway is enabled, or the API exists (so routes left
@@ -142,122 +88,365 @@ pub async fn watch_routes(runtime: &Runtime, gateway_enabled: bool) -> bool {
     gateway_enabled || stores::served(&runtime.client, &http_route_resource()).await
 }
 
-/// A Controller for `K` in `namespace` that also watches the workload children labelled with
-/// `selector`, and the caches of those children.
-pub fn controller_with_children<K>(
+fn ready<K>(store: &Store<K>) -> BoxFuture<'static, ()>
+where
+    K: Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    let store = store.clone();
+    async move {
+        let _ = store.wait_until_ready().await;
+    }
+    .boxed()
+}
+
+/// The Controller of `K` in `namespace` (all when None) with slim caches of its children
+/// (selected by `selector`). `on_event` sees every event of `K` after its cache applied it:
+/// that is where relation indexes are kept.
+pub fn wire<K>(
     runtime: &Runtime,
     namespace: Option<&str>,
     selector: &str,
-    routes: bool,
-) -> (Controller<K>, ChildCaches)
+    kinds: ChildKinds,
+    mut on_event: impl FnMut(&watcher::Event<K>) + Send + 'static,
+) -> Wiring<K>
 where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Primary,
 {
     let client = &runtime.client;
-    let (deployments, deployment_changes) = stores::full::<Deployment>(client, namespace, selector);
-    let (services, service_changes) = stores::metadata::<Service>(client, namespace, selector);
-    let mut controller = Controller::new(
-        stores::api::<K>(client, namespace),
-        watcher::Config::default().any_semantic(),
-    )
-    .with_config(controller::Config::default().concurrency(runtime.args.max_concurrent_reconciles))
-    .owns_stream(deployment_changes)
-    .owns_stream(service_changes);
-    let routes = if routes {
+    let (store, events) = stores::cache::<K>(client, namespace, "");
+    let primary = events
+        .inspect_ok(move |event| on_event(event))
+        .touched_objects()
+        .predicate_filter(spec_or_deletion::<K>, Default::default());
+    let (deployments, deployment_events) = stores::cache::<Deployment>(client, namespace, selector);
+    let (services, service_events) = stores::cache::<Service>(client, namespace, selector);
+    let config = controller::Config::default()
+        .concurrency(runtime.args.max_concurrent_reconciles)
+        .debounce(runtime.args.reconcile_debounce);
+    let mut controller = Controller::for_stream(primary, store.clone())
+        .with_config(config)
+        .owns_stream(deployment_events.touched_objects())
+        .owns_stream(service_events.touched_objects());
+    let mut synced = vec![ready(&store), ready(&deployments), ready(&services)];
+    let mut config_maps = None;
+    if kinds.config_maps {
+        let (store, events) = stores::cache::<ConfigMap>(client, namespace, selector);
+        controller = controller.owns_stream(events.touched_objects());
+        synced.push(ready(&store));
+        config_maps = Some(store);
+    }
+    let mut routes = None;
+    if kinds.routes {
         let resource = http_route_resource();
-        let (routes, route_changes) = stores::dynamic(client, namespace, &resource, selector);
-        controller = controller.owns_stream_with(route_changes, resource);
-        Some(routes)
-    } else {
-        None
-    };
-    (
+        let (store, events) = stores::dynamic_cache(client, namespace, &resource, selector);
+        controller = controller.owns_stream_with(events.touched_objects(), resource);
+        synced.push(ready(&store));
+        routes = Some(store);
+    }
+    Wiring {
         controller,
-        ChildCaches {
+        store,
+        children: Children {
             deployments,
             services,
+            config_maps,
             routes,
+            expectations: Arc::default(),
         },
+        synced,
+    }
+}
+
+impl<K: Primary> Wiring<K> {
+    /// Runs the Controller until shutdown: every object is reconciled again when this replica
+    /// gains leadership (after the caches have synced).
+    pub fn run<Ctx, R, RFut, E>(
+        self,
+        runtime: &Runtime,
+        reconcile: R,
+        error_policy: E,
+        context: Arc<Ctx>,
+    ) -> impl Future<Output = ()> + Send + use<K, Ctx, R, RFut, E>
+    where
+        Ctx: Send + Sync + 'static,
+        R: FnMut(Arc<K>, Arc<Ctx>) -> RFut + Send + 'static,
+        RFut: Future<Output = Result<Action, ReconcileError>> + Send + 'static,
+        E: Fn(Arc<K>, &ReconcileError, Arc<Ctx>) -> Action + Send + Sync + 'static,
+    {
+        self.controller
+            .reconcile_all_on(runtime.leadership_gained())
+            .graceful_shutdown_on(runtime.shutdown_signal())
+            .run(reconcile, error_policy, context)
+            .for_each(|_| async {})
+    }
+
+    /// A trigger stream of extra objects to reconcile (dependents of another kind's change).
+    pub fn reconcile_on(
+        mut self,
+        trigger: impl Stream<Item = ObjectRef<K>> + Send + 'static,
+    ) -> Self {
+        self.controller = self.controller.reconcile_on(trigger);
+        self
+    }
+}
+
+/// What every reconcile of one controller shares.
+#[derive(Clone)]
+pub struct Core {
+    pub runtime: Runtime,
+    pub children: Children,
+    pub events: Events,
+    pub finalizer: &'static str,
+    /// Status writes this process made and the cache may not show yet.
+    status_writes: Arc<Expectations>,
+}
+
+impl Core {
+    pub fn new(runtime: Runtime, children: Children, finalizer: &'static str) -> Self {
+        let events = runtime.events();
+        Self {
+            runtime,
+            children,
+            events,
+            finalizer,
+            status_writes: Arc::default(),
+        }
+    }
+
+    /// Runs `apply` for `object` as the leader: adds the finalizer first (in the same pass),
+    /// and on deletion releases the finalizer (children go by garbage collection).
+    pub async fn reconcile<K, F, Fut>(
+        &self,
+        object: Arc<K>,
+        apply: F,
+    ) -> Result<Action, ReconcileError>
+    where
+        K: Primary,
+        F: FnOnce(Arc<K>) -> Fut,
+        Fut: Future<Output = Result<Action, ReconcileError>>,
+    {
+        let key = format!(
+            "{}/{}",
+            object.namespace().unwrap_or_default(),
+            object.name_any()
+        );
+        let span = tracing::info_span!("reconcile", kind = %K::kind(&()), object = %key);
+        let work = async {
+            if object.meta().deletion_timestamp.is_some() {
+                self.release(object.as_ref()).await?;
+                return Ok(Action::await_change());
+            }
+            let object = self.hold(object).await?;
+            apply(object).await
+        };
+        tracing::Instrument::instrument(self.runtime.reconcile(&key, work), span).await
+    }
+
+    /// Adds the finalizer if missing, returning the object as written.
+    async fn hold<K: Primary>(&self, object: Arc<K>) -> Result<Arc<K>, ReconcileError> {
+        let finalizers = object.finalizers();
+        if finalizers.iter().any(|f| f == self.finalizer) {
+            return Ok(object);
+        }
+        let patch = if object.meta().finalizers.is_none() {
+            json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": null},
+                {"op": "add", "path": "/metadata/finalizers", "value": [self.finalizer]},
+            ])
+        } else {
+            json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
+                {"op": "add", "path": "/metadata/finalizers/-", "value": self.finalizer},
+            ])
+        };
+        let written = self
+            .api::<K>(&object)
+            .patch(
+                &object.name_any(),
+                &PatchParams::default(),
+                &json_patch(patch),
+            )
+            .await
+            .step(Step::AddFinalizer, || {
+                format!("{} {}", K::kind(&()), object.name_any())
+            })?;
+        Ok(Arc::new(written))
+    }
+
+    /// Removes the finalizer of an object being deleted.
+    async fn release<K: Primary>(&self, object: &K) -> Result<(), ReconcileError> {
+        let Some(index) = object.finalizers().iter().position(|f| f == self.finalizer) else {
+            return Ok(());
+        };
+        let path = format!("/metadata/finalizers/{index}");
+        let patch = json!([
+            {"op": "test", "path": path, "value": self.finalizer},
+            {"op": "remove", "path": path},
+        ]);
+        match self
+            .api::<K>(object)
+            .patch(
+                &object.name_any(),
+                &PatchParams::default(),
+                &json_patch(patch),
+            )
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => {
+                return Err(ReconcileError::new(
+                    Step::RemoveFinalizer,
+                    format!("{} {}", K::kind(&()), object.name_any()),
+                    e,
+                ));
+            }
+        }
+        self.status_writes.forget(&status_key(object));
+        Ok(())
+    }
+
+    fn api<K: Primary>(&self, object: &K) -> Api<K> {
+        Api::namespaced(
+            self.runtime.client.clone(),
+            &object.namespace().unwrap_or_default(),
+        )
+    }
+
+    /// Converges the children of `parent` to `set` and publishes a Normal event for the writes.
+    pub async fn converge<K: Primary>(
+        &self,
+        parent: &K,
+        set: ChildSet,
+    ) -> Result<Converged, ReconcileError> {
+        let namespace = parent.namespace().unwrap_or_default();
+        let uid = parent.uid().unwrap_or_default();
+        let converged = self
+            .children
+            .converge(
+                &Parent {
+                    namespace: &namespace,
+                    uid: &uid,
+                    field_manager: self.runtime.field_manager(),
+                    client: &self.runtime.client,
+                },
+                set,
+            )
+            .await?;
+        if !converged.changes.is_empty() {
+            self.events
+                .normal(parent, "Applied", converged.changes.join(", "))
+                .await;
+        }
+        Ok(converged)
+    }
+
+    /// Server-side applies `desired` as the status of `object` unless the cache already shows
+    /// it or this process just wrote it; when it writes and `problem` is set (a reason and a
+    /// message), publishes it as a Warning event. Returns whether it wrote.
+    pub async fn write_status<K, S>(
+        &self,
+        object: &K,
+        current: Option<&S>,
+        desired: &S,
+        problem: Option<(&str, &str)>,
+    ) -> Result<bool, ReconcileError>
+    where
+        K: Primary,
+        S: Serialize + PartialEq,
+    {
+        if current == Some(desired) {
+            return Ok(false);
+        }
+        let key = status_key(object);
+        let hash = status_hash(desired);
+        let seen = Observed {
+            resource_version: object.meta().resource_version.as_deref(),
+        };
+        if self.status_writes.verdict(&key, &hash, Some(seen)) != Verdict::Unknown {
+            return Ok(false);
+        }
+        let name = object.name_any();
+        let body = json!({
+            "apiVersion": K::api_version(&()),
+            "kind": K::kind(&()),
+            "metadata": {"name": name},
+            "status": desired,
+        });
+        let written = self
+            .api::<K>(object)
+            .patch_status(
+                &name,
+                &PatchParams::apply(self.runtime.field_manager()).force(),
+                &Patch::Apply(body),
+            )
+            .await
+            .step(Step::PatchStatus, || format!("{} {name}", K::kind(&())))?;
+        self.status_writes.wrote(
+            key,
+            hash,
+            seen.resource_version,
+            written.meta().resource_version.clone(),
+        );
+        if let Some((reason, message)) = problem {
+            self.events
+                .warning(object, reason, message.to_string())
+                .await;
+        }
+        Ok(true)
+    }
+
+    /// The error policy of every controller: log by step, count, warn, and retry with
+    /// per-object backoff.
+    pub fn retry_after_error<K: Primary>(&self, object: &K, error: &ReconcileError) -> Action {
+        let key = format!(
+            "{}/{}",
+            object.namespace().unwrap_or_default(),
+            object.name_any()
+        );
+        let step = error.step.metric_label();
+        self.runtime.metrics.record_error_step(step);
+        if error.is_conflict() {
+            // A write based on a cache that had not caught up yet: the retry reads the newer object.
+            tracing::debug!(object = %key, step, "reconcile raced a newer version, retrying: {error}");
+        } else {
+            tracing::warn!(object = %key, step, "reconcile failed: {error}");
+            let events = self.events.clone();
+            let object = object.clone();
+            let (reason, note) = (error.step.event_reason(), error.to_string());
+            tokio::spawn(async move { events.warning(&object, reason, note).await });
+        }
+        self.runtime.retry_after_error(&key)
+    }
+}
+
+fn json_patch(patch: Value) -> Patch<()> {
+    match serde_json::from_value(patch) {
+        Ok(p) => Patch::Json(p),
+        // The literals above are valid JSON patches.
+        Err(_) => Patch::Json(json_patch::Patch(Vec::new())),
+    }
+}
+
+fn status_key<K: Primary>(object: &K) -> crate::expectations::Key {
+    (
+        "status",
+        object.namespace().unwrap_or_default(),
+        format!("{}/{}", K::kind(&()), object.name_any()),
     )
 }
 
-/// Runs `apply` for `object` inside its finalizer (added on first reconcile, removed on
-/// deletion; children go by garbage collection), timed and counted when this replica leads.
-pub async fn reconcile_with_finalizer<K, F, Fut>(
-    runtime: &Runtime,
-    object: Arc<K>,
-    finalizer_name: &str,
-    apply: F,
-) -> Result<Action, ReconcileError>
-where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + Serialize
-        + DeserializeOwned
-        + Debug
-        + Send
-        + Sync
-        + 'static,
-    F: FnOnce(Arc<K>) -> Fut,
-    Fut: Future<Output = Result<Action, ReconcileError>>,
-{
-    let namespace = object.namespace().unwrap_or_default();
-    let key = format!("{namespace}/{}", object.name_any());
-    let api: Api<K> = Api::namespaced(runtime.client.clone(), &namespace);
-    let work = async {
-        finalizer(&api, finalizer_name, object, |event| async {
-            match event {
-                Finalizer::Apply(object) => apply(object).await,
-                // Children carry owner references: garbage collection removes them.
-                Finalizer::Cleanup(_) => Ok(Action::await_change()),
+/// The hash of a status without its conditions' transition times, which a reconcile sets to
+/// "now" and which alone must not make two otherwise equal statuses differ.
+fn status_hash<S: Serialize>(status: &S) -> String {
+    let mut value = serde_json::to_value(status).unwrap_or(Value::Null);
+    if let Some(conditions) = value.get_mut("conditions").and_then(Value::as_array_mut) {
+        for condition in conditions {
+            if let Some(c) = condition.as_object_mut() {
+                c.remove("lastTransitionTime");
             }
-        })
-        .await
-        .map_err(|e| ReconcileError::Finalizer(Box::new(e)))
-    };
-    let span = tracing::info_span!("reconcile", kind = %K::kind(&()), object = %key);
-    tracing::Instrument::instrument(runtime.reconcile(&key, work), span).await
-}
-
-/// A conflict with a newer version of the object (409, or a failed JSON-patch precondition).
-fn is_conflict(error: &ReconcileError) -> bool {
-    use kube::runtime::finalizer::Error as FinalizerError;
-    let api_code =
-        |e: &kube::Error| matches!(e, kube::Error::Api(s) if s.code == 409 || s.code == 422);
-    match error {
-        ReconcileError::Kube(e) => matches!(e, kube::Error::Api(s) if s.code == 409),
-        ReconcileError::Finalizer(f) => match f.as_ref() {
-            FinalizerError::AddFinalizer(e) | FinalizerError::RemoveFinalizer(e) => api_code(e),
-            FinalizerError::ApplyFailed(inner) | FinalizerError::CleanupFailed(inner) => {
-                is_conflict(inner)
-            }
-            _ => false,
-        },
+        }
     }
-}
-
-/// The error policy of every controller: log, and retry with per-object backoff.
-pub fn retry_after_error<K: Resource>(
-    runtime: &Runtime,
-    object: &K,
-    error: &ReconcileError,
-) -> Action {
-    let key = format!(
-        "{}/{}",
-        object.meta().namespace.clone().unwrap_or_default(),
-        object.meta().name.clone().unwrap_or_default()
-    );
-    if is_conflict(error) {
-        // A write based on a cache that had not caught up yet: the retry reads the newer object.
-        tracing::debug!(object = %key, "reconcile raced a newer version, retrying: {error}");
-    } else {
-        tracing::warn!(object = %key, "reconcile failed: {error}");
-    }
-    runtime.retry_after_error(&key)
+    stable_hash(&value)
 }

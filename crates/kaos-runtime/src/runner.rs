@@ -36,6 +36,8 @@ pub struct Runtime {
     pub id: ControllerId,
     leading: watch::Receiver<bool>,
     shutdown: watch::Receiver<bool>,
+    /// True once every cache the controllers read has synced.
+    synced: Arc<watch::Sender<bool>>,
     health: Arc<Health>,
     backoff: Arc<Backoff>,
 }
@@ -57,6 +59,7 @@ impl Runtime {
             id,
             leading,
             shutdown,
+            synced: Arc::new(watch::Sender::new(false)),
             health: Arc::default(),
             backoff: Arc::default(),
         };
@@ -73,19 +76,29 @@ impl Runtime {
     }
 
     /// Emits once each time this replica becomes the leader (and at once if it already is), to
-    /// reconcile everything from the warm caches.
+    /// reconcile everything from the warm caches; never before the caches have synced.
     pub fn leadership_gained(&self) -> impl Stream<Item = ()> + Send + 'static {
         let leading = self.leading.clone();
-        futures::stream::unfold((leading, false), |(mut rx, mut was)| async move {
-            loop {
-                let now = *rx.borrow_and_update();
-                if now && !was {
-                    return Some(((), (rx, true)));
+        let synced = self.synced.subscribe();
+        futures::stream::unfold((leading, false), move |(mut rx, mut was)| {
+            let mut synced = synced.clone();
+            async move {
+                let _ = synced.wait_for(|s| *s).await;
+                loop {
+                    let now = *rx.borrow_and_update();
+                    if now && !was {
+                        return Some(((), (rx, true)));
+                    }
+                    was = now;
+                    rx.changed().await.ok()?;
                 }
-                was = now;
-                rx.changed().await.ok()?;
             }
         })
+    }
+
+    /// Whether every cache the controllers read has synced (readiness).
+    pub fn is_synced(&self) -> bool {
+        *self.synced.borrow()
     }
 
     /// Resolves when the process is asked to stop.
@@ -96,17 +109,17 @@ impl Runtime {
         }
     }
 
-    /// Marks the process ready (its caches have synced).
-    pub fn mark_ready(&self) {
-        self.health.set_ready();
-    }
-
-    /// Marks the process ready once every one of `synced` has resolved (the controllers' caches).
+    /// Marks the process ready, and lets the leader reconcile, once every one of `synced` has
+    /// resolved (the caches the controllers read): a new leader never acts on half-filled
+    /// caches ("ModelAPI not found" for one that exists).
     pub fn mark_ready_when(&self, synced: Vec<futures::future::BoxFuture<'static, ()>>) {
         let health = self.health.clone();
+        let flag = self.synced.clone();
         tokio::spawn(async move {
             futures::future::join_all(synced).await;
             health.set_ready();
+            flag.send_replace(true);
+            tracing::info!("caches synced: ready");
         });
     }
 
@@ -174,6 +187,9 @@ impl Runtime {
     ) -> Result<Action, E> {
         if !self.is_leader() {
             return Ok(Action::await_change());
+        }
+        if !self.is_synced() {
+            let _ = self.synced.subscribe().wait_for(|s| *s).await;
         }
         let timer = self.metrics.reconcile_started();
         let result = work.await;
@@ -354,6 +370,7 @@ where
         id,
         leading: leading.clone(),
         shutdown,
+        synced: Arc::new(watch::Sender::new(false)),
         health,
         backoff: Arc::default(),
     };

@@ -50,6 +50,10 @@ pub struct RuntimeArgs {
     /// Reconciles that may run at once.
     #[arg(long, env = "MAX_CONCURRENT_RECONCILES", default_value_t = 4)]
     pub max_concurrent_reconciles: u16,
+    /// How long a reconcile request waits for more changes of the same object, so a burst
+    /// (nine peers getting endpoints at once) is one reconcile. `0s` turns it off.
+    #[arg(long, env = "RECONCILE_DEBOUNCE", default_value = "200ms", value_parser = parse_duration)]
+    pub reconcile_debounce: Duration,
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,

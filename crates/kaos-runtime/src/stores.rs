@@ -1,21 +1,37 @@
-//! Watch caches of owned children, shared by the reconciler (to read what exists) and the
-//! controller (to be triggered when a child changes). Children are watched with the controller's
-//! label selector, and metadata-only where the reconciler needs no more than metadata.
+//! Slim watch caches. Every object is stripped of what no controller reads (managedFields, the
+//! last-applied annotation) before it enters a store, and each cache hands out its event stream
+//! *after* the store has applied the event, so indexes and triggers built on the stream always
+//! see a store at least as new as the event.
 
 use std::fmt::Debug;
 use std::hash::Hash;
+use std::pin::Pin;
 
 use futures::{Stream, StreamExt};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
-use kube::core::{ApiResource, DynamicObject, PartialObjectMeta};
+use kube::core::{ApiResource, DynamicObject};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
-/// A stream of changed children, for `Controller::owns_stream`.
-pub type ChildStream<K> = std::pin::Pin<Box<dyn Stream<Item = Result<K, watcher::Error>> + Send>>;
+/// The watch events of one cache, delivered after the store applied them.
+pub type Events<K> = Pin<Box<dyn Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send>>;
+
+/// The annotation `kubectl apply` (client side) stores a whole copy of the object in.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Drops what no controller reads, so a cached object costs its content and no more.
+pub fn slim<K: Resource>(object: &mut K) {
+    let meta = object.meta_mut();
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
+        if annotations.is_empty() {
+            meta.annotations = None;
+        }
+    }
+}
 
 /// An API handle for `namespace`, or for all namespaces when None.
 pub fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
@@ -38,13 +54,9 @@ fn config(selector: &str) -> watcher::Config {
     }
 }
 
-/// A cache of full objects (children whose status the reconciler reads, like Deployments, or
-/// dependencies; an empty selector watches every object).
-pub fn full<K>(
-    client: &Client,
-    namespace: Option<&str>,
-    selector: &str,
-) -> (Store<K>, ChildStream<K>)
+/// A slim cache of `K` in `namespace` (all when None) selected by `selector` (everything when
+/// empty), and its events. The store fills only while the events are polled.
+pub fn cache<K>(client: &Client, namespace: Option<&str>, selector: &str) -> (Store<K>, Events<K>)
 where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
@@ -56,67 +68,33 @@ where
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
     let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(
-        writer,
-        watcher(api::<K>(client, namespace), config(selector)),
-    )
-    .default_backoff()
-    .touched_objects()
-    .boxed();
-    (reader, stream)
+    let events = watcher(api::<K>(client, namespace), config(selector))
+        .default_backoff()
+        .modify(slim::<K>)
+        .reflect(writer)
+        .boxed();
+    (reader, events)
 }
 
-/// A metadata-only cache (for children the reconciler only needs to find and compare by hash).
-pub fn metadata<K>(
-    client: &Client,
-    namespace: Option<&str>,
-    selector: &str,
-) -> (
-    Store<PartialObjectMeta<K>>,
-    ChildStream<PartialObjectMeta<K>>,
-)
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + Debug
-        + Send
-        + Sync
-        + 'static,
-    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
-{
-    let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(
-        writer,
-        watcher(
-            api::<PartialObjectMeta<K>>(client, namespace),
-            config(selector),
-        ),
-    )
-    .default_backoff()
-    .touched_objects()
-    .boxed();
-    (reader, stream)
-}
-
-/// A cache of dynamically typed objects such as Gateway API HTTPRoutes.
-pub fn dynamic(
+/// A slim cache of dynamically typed objects such as Gateway API HTTPRoutes.
+pub fn dynamic_cache(
     client: &Client,
     namespace: Option<&str>,
     resource: &ApiResource,
     selector: &str,
-) -> (Store<DynamicObject>, ChildStream<DynamicObject>) {
+) -> (Store<DynamicObject>, Events<DynamicObject>) {
     let writer = reflector::store::Writer::new(resource.clone());
     let reader = writer.as_reader();
     let api = match namespace {
         Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
         None => Api::all_with(client.clone(), resource),
     };
-    let stream = reflector::reflector(writer, watcher(api, config(selector)))
+    let events = watcher(api, config(selector))
         .default_backoff()
-        .touched_objects()
+        .modify(slim::<DynamicObject>)
+        .reflect(writer)
         .boxed();
-    (reader, stream)
+    (reader, events)
 }
 
 /// Whether the cluster serves `resource` (e.g. the Gateway API is installed).
@@ -136,11 +114,34 @@ where
     store.get(&ObjectRef::new(name).within(namespace))
 }
 
-/// Metadata of every cached object, for orphan collection.
-pub fn cached_metadata<K>(store: &Store<K>) -> Vec<ObjectMeta>
-where
-    K: Resource + Clone + 'static,
-    K::DynamicType: Eq + Hash + Clone,
-{
-    store.state().iter().map(|o| o.meta().clone()).collect()
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, ObjectMeta};
+
+    #[test]
+    fn slim_drops_managed_fields_and_last_applied_only() {
+        let mut object = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some("c".into()),
+                managed_fields: Some(vec![ManagedFieldsEntry::default()]),
+                annotations: Some(
+                    [
+                        (LAST_APPLIED.to_string(), "{...}".to_string()),
+                        ("keep".to_string(), "me".to_string()),
+                    ]
+                    .into(),
+                ),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        slim(&mut object);
+        assert_eq!(object.metadata.managed_fields, None);
+        assert_eq!(
+            object.metadata.annotations,
+            Some([("keep".to_string(), "me".to_string())].into())
+        );
+    }
 }

@@ -1,107 +1,309 @@
-//! The child and status helpers against kaos-testkit: writes happen only when the desired state
-//! changes, fields other managers set survive, orphans go, status fields no longer set are removed.
+//! The converge path against kaos-testkit: a child is written when it differs from the cache and
+//! not again while the cache catches up, a hand edit is reverted, fields of other managers
+//! survive, an object we do not own is never touched, absent children go; a status is written
+//! once per change and fields no longer set are removed.
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kaos_api::agent::{Agent, AgentStatus};
-use kaos_runtime::children::{apply_if_changed, apply_status, delete_orphans};
+use kaos_runtime::converge::{Child, ChildKind, ChildSet, Children, Parent};
+use kaos_runtime::reconciler::Core;
+use kaos_runtime::{ControllerId, Runtime, RuntimeArgs, stores};
 use kaos_testkit::{ApiServer, Cluster};
 use kube::api::{Patch, PatchParams, PostParams};
+use kube::runtime::reflector;
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
 const MANAGER: &str = "kaos-test-controller";
 
-fn writes(api: &ApiServer) -> usize {
-    api.audit.records().iter().filter(|r| r.is_write()).count()
+fn writes(api: &ApiServer) -> Vec<String> {
+    api.audit
+        .records()
+        .iter()
+        .filter(|r| r.is_write())
+        .map(|r| format!("{} {}", r.verb, r.path))
+        .collect()
 }
 
-fn child(data: &str, owner_uid: &str) -> ConfigMap {
+fn child(name: &str, data: &str, owner_uid: &str) -> ConfigMap {
     serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "child", "namespace": "default",
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": "test"},
                      "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "parent", "uid": owner_uid, "controller": true}]},
         "data": {"config": data}
     }))
     .expect("configmap")
 }
 
-#[tokio::test]
-async fn children_are_written_only_when_their_desired_state_changes() {
+struct Setup {
+    api: ApiServer,
+    cms: Api<ConfigMap>,
+    children: Children,
+    client: Client,
+    uid: String,
+}
+
+/// A parent ConfigMap and the children caches, with the ConfigMap cache driven in the background.
+async fn setup() -> Setup {
     let api = ApiServer::new(Cluster::default());
     let client = Client::new(api.clone().router(), "default");
-    let cms: Api<ConfigMap> = Api::default_namespaced(client);
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
     let parent: ConfigMap =
         serde_json::from_value(json!({"metadata": {"name": "parent"}})).expect("cm");
-    let parent = cms
+    let uid = cms
         .create(&PostParams::default(), &parent)
         .await
-        .expect("parent");
-    let uid = parent.uid().expect("uid");
+        .expect("parent")
+        .uid()
+        .expect("uid");
+    let (config_maps, events) = stores::cache::<ConfigMap>(&client, Some("default"), "app=test");
+    tokio::spawn(events.for_each(|_| async {}));
+    config_maps.wait_until_ready().await.expect("synced");
+    let children = Children {
+        deployments: reflector::store().0,
+        services: reflector::store().0,
+        config_maps: Some(config_maps),
+        routes: None,
+        expectations: Arc::default(),
+    };
+    Setup {
+        api,
+        cms,
+        children,
+        client,
+        uid,
+    }
+}
 
-    assert!(
-        apply_if_changed(&cms, MANAGER, None, child("v1", &uid))
-            .await
-            .expect("apply")
-    );
-    let observed = cms.get("child").await.expect("child");
-    let before = writes(&api);
-    assert!(
-        !apply_if_changed(&cms, MANAGER, Some(&observed.metadata), child("v1", &uid))
-            .await
-            .expect("apply")
-    );
-    assert_eq!(
-        writes(&api),
-        before,
-        "same desired state: no request at all"
-    );
+impl Setup {
+    fn parent(&self) -> Parent<'_> {
+        Parent {
+            namespace: "default",
+            uid: &self.uid,
+            field_manager: MANAGER,
+            client: &self.client,
+        }
+    }
 
-    // A label a user adds survives the controller's next apply.
-    let label = json!({"metadata": {"labels": {"team": "ml"}}});
-    cms.patch("child", &PatchParams::default(), &Patch::Merge(&label))
-        .await
-        .expect("user label");
-    let observed = cms.get("child").await.expect("child");
-    assert!(
-        apply_if_changed(&cms, MANAGER, Some(&observed.metadata), child("v2", &uid))
+    async fn converge(&self, set: ChildSet) -> kaos_runtime::converge::Converged {
+        self.children
+            .converge(&self.parent(), set)
             .await
-            .expect("apply")
-    );
-    let updated = cms.get("child").await.expect("child");
-    assert_eq!(updated.data.as_ref().expect("data")["config"], "v2");
-    assert_eq!(updated.labels().get("team").map(String::as_str), Some("ml"));
+            .expect("converge")
+    }
 
-    // Orphans: children of this owner not in the keep list are deleted.
-    let all = cms.list(&Default::default()).await.expect("list");
-    let metas: Vec<_> = all.items.iter().map(|c| c.metadata.clone()).collect();
-    assert!(
-        delete_orphans(&cms, &metas, &uid, &["child"])
-            .await
-            .expect("nothing to delete")
-            .is_empty()
-    );
-    assert_eq!(
-        delete_orphans(&cms, &metas, &uid, &[])
-            .await
-            .expect("deleted"),
-        ["child"]
-    );
-    assert!(cms.get("child").await.is_err());
-    assert!(cms.get("parent").await.is_ok(), "not a child of itself");
+    fn set(&self, data: &str) -> ChildSet {
+        ChildSet {
+            apply: vec![Child::ConfigMap(Box::new(child("child", data, &self.uid)))],
+            absent: Vec::new(),
+        }
+    }
+
+    async fn cached(&self, name: &str, check: impl Fn(&ConfigMap) -> bool) {
+        let store = self.children.config_maps.as_ref().expect("store");
+        for _ in 0..200 {
+            if stores::cached(store, "default", name).is_some_and(|c| check(&c)) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the cache never showed {name} as expected");
+    }
 }
 
 #[tokio::test]
-async fn status_is_written_only_when_it_changes_and_dropped_fields_go() {
+async fn a_child_is_written_once_per_change_even_before_the_cache_shows_it() {
+    let s = setup().await;
+    let first = s.converge(s.set("v1")).await;
+    assert_eq!(first.changes, ["applied ConfigMap child"]);
+    // Immediately again: the cache may not show the write yet; nothing is sent either way.
+    let before = writes(&s.api);
+    assert!(s.converge(s.set("v1")).await.changes.is_empty());
+    s.cached("child", |_| true).await;
+    assert!(s.converge(s.set("v1")).await.changes.is_empty());
+    assert_eq!(
+        writes(&s.api),
+        before,
+        "same desired state: no write at all"
+    );
+
+    assert_eq!(
+        s.converge(s.set("v2")).await.changes,
+        ["applied ConfigMap child"]
+    );
+    let stored = s.cms.get("child").await.expect("child");
+    assert_eq!(
+        stored
+            .data
+            .and_then(|d| d.get("config").cloned())
+            .as_deref(),
+        Some("v2")
+    );
+}
+
+#[tokio::test]
+async fn a_hand_edit_is_reverted_and_another_managers_label_survives() {
+    let s = setup().await;
+    s.converge(s.set("v1")).await;
+    s.cached("child", |_| true).await;
+    let edit = json!({"metadata": {"labels": {"team": "ml"}}, "data": {"config": "hacked"}});
+    s.cms
+        .patch("child", &PatchParams::default(), &Patch::Merge(&edit))
+        .await
+        .expect("edit");
+    s.cached("child", |c| {
+        c.data
+            .as_ref()
+            .and_then(|d| d.get("config"))
+            .map(String::as_str)
+            == Some("hacked")
+    })
+    .await;
+    assert_eq!(
+        s.converge(s.set("v1")).await.changes,
+        ["applied ConfigMap child"],
+        "drift is reverted"
+    );
+    let stored = s.cms.get("child").await.expect("child");
+    assert_eq!(
+        stored
+            .data
+            .and_then(|d| d.get("config").cloned())
+            .as_deref(),
+        Some("v1")
+    );
+    assert_eq!(
+        stored
+            .metadata
+            .labels
+            .and_then(|l| l.get("team").cloned())
+            .as_deref(),
+        Some("ml"),
+        "a field we do not set is kept"
+    );
+    s.cached("child", |c| c.labels().get("team").is_some())
+        .await;
+    s.cached("child", |c| {
+        c.data
+            .as_ref()
+            .and_then(|d| d.get("config"))
+            .map(String::as_str)
+            == Some("v1")
+    })
+    .await;
+    assert!(
+        s.converge(s.set("v1")).await.changes.is_empty(),
+        "a label of another manager is not drift"
+    );
+}
+
+#[tokio::test]
+async fn an_object_we_do_not_own_is_reported_and_left_untouched() {
+    let s = setup().await;
+    let foreign: ConfigMap = serde_json::from_value(
+        json!({"metadata": {"name": "child"}, "data": {"config": "theirs"}}),
+    )
+    .expect("cm");
+    s.cms
+        .create(&PostParams::default(), &foreign)
+        .await
+        .expect("foreign");
+    let before = writes(&s.api);
+    let converged = s.converge(s.set("v1")).await;
+    assert!(converged.changes.is_empty());
+    assert_eq!(converged.conflicts.len(), 1);
+    let (reason, message) = converged.problem().expect("problem");
+    assert_eq!(reason, "ChildConflict");
+    assert!(
+        message.contains("ConfigMap default/child already exists and is not owned"),
+        "{message}"
+    );
+    assert_eq!(writes(&s.api), before, "nothing written");
+    let stored = s.cms.get("child").await.expect("child");
+    assert_eq!(
+        stored
+            .data
+            .and_then(|d| d.get("config").cloned())
+            .as_deref(),
+        Some("theirs")
+    );
+    assert!(stored.metadata.owner_references.is_none(), "not adopted");
+
+    s.cms
+        .delete("child", &Default::default())
+        .await
+        .expect("delete");
+    let converged = s.converge(s.set("v1")).await;
+    assert!(converged.conflicts.is_empty(), "recovers once it is gone");
+    assert_eq!(converged.changes, ["applied ConfigMap child"]);
+}
+
+#[tokio::test]
+async fn absent_children_are_deleted_by_name_only_when_we_control_them() {
+    let s = setup().await;
+    s.converge(ChildSet {
+        apply: vec![
+            Child::ConfigMap(Box::new(child("a", "1", &s.uid))),
+            Child::ConfigMap(Box::new(child("b", "1", &s.uid))),
+        ],
+        absent: Vec::new(),
+    })
+    .await;
+    s.cached("b", |_| true).await;
+    let converged = s
+        .converge(ChildSet {
+            apply: vec![Child::ConfigMap(Box::new(child("a", "1", &s.uid)))],
+            absent: vec![
+                (ChildKind::ConfigMap, "b".into()),
+                (ChildKind::ConfigMap, "parent".into()),
+            ],
+        })
+        .await;
+    assert_eq!(converged.changes, ["deleted ConfigMap b"]);
+    assert!(s.cms.get_opt("b").await.expect("get").is_none());
+    assert!(
+        s.cms.get_opt("parent").await.expect("get").is_some(),
+        "not ours"
+    );
+}
+
+#[tokio::test]
+async fn status_is_written_once_per_change_and_dropped_fields_go() {
     let api = ApiServer::new(Cluster::default());
     let crds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/crds");
     kaos_testkit::manifests::apply_path(&api.cluster, &crds).expect("CRDs");
     let client = Client::new(api.clone().router(), "default");
+    #[derive(Parser)]
+    struct Args {
+        #[command(flatten)]
+        runtime: RuntimeArgs,
+    }
+    let id = ControllerId {
+        name: "test",
+        lease: MANAGER,
+        kinds: &[],
+    };
+    let args = Args::try_parse_from(["test"]).expect("args").runtime;
+    let (runtime, _stop) = Runtime::for_tests(client.clone(), id, args);
+    let children = Children {
+        deployments: reflector::store().0,
+        services: reflector::store().0,
+        config_maps: None,
+        routes: None,
+        expectations: Arc::default(),
+    };
+    let core = Core::new(runtime, children, "kaos.tools/test");
     let agents: Api<Agent> = Api::default_namespaced(client);
     let agent: Agent =
         serde_json::from_value(json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "Agent",
         "metadata": {"name": "a"}, "spec": {"modelAPI": "m", "model": "x"}}))
         .expect("agent");
-    agents
+    let created = agents
         .create(&PostParams::default(), &agent)
         .await
         .expect("create");
@@ -112,15 +314,23 @@ async fn status_is_written_only_when_it_changes_and_dropped_fields_go() {
         ..Default::default()
     };
     assert!(
-        apply_status(&agents, MANAGER, "a", None, &with_endpoint)
+        core.write_status(&created, None, &with_endpoint, None)
             .await
             .expect("status")
     );
-    let stored = agents.get("a").await.expect("get").status.expect("status");
-    assert_eq!(stored, with_endpoint);
     let before = writes(&api);
     assert!(
-        !apply_status(&agents, MANAGER, "a", Some(&stored), &with_endpoint)
+        !core
+            .write_status(&created, None, &with_endpoint, None)
+            .await
+            .expect("status"),
+        "the object in hand is stale (no status yet), but this write was just made"
+    );
+    let stored = agents.get("a").await.expect("get");
+    assert_eq!(stored.status.as_ref(), Some(&with_endpoint));
+    assert!(
+        !core
+            .write_status(&stored, stored.status.as_ref(), &with_endpoint, None)
             .await
             .expect("status")
     );
@@ -131,7 +341,7 @@ async fn status_is_written_only_when_it_changes_and_dropped_fields_go() {
         ..Default::default()
     };
     assert!(
-        apply_status(&agents, MANAGER, "a", Some(&stored), &without)
+        core.write_status(&stored, stored.status.as_ref(), &without, None)
             .await
             .expect("status")
     );

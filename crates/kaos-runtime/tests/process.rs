@@ -159,8 +159,9 @@ async fn a_process_serves_every_metric_family_and_its_probes_from_startup() {
             let _ = stop_rx.await;
         },
         |runtime| async move {
-            let _ = ready_rx.await;
-            runtime.mark_ready();
+            runtime.mark_ready_when(vec![Box::pin(async move {
+                let _ = ready_rx.await;
+            })]);
             runtime.shutdown_signal().await;
             Ok(())
         },
@@ -173,6 +174,7 @@ async fn a_process_serves_every_metric_family_and_its_probes_from_startup() {
     for family in [
         "controller_runtime_reconcile_total{",
         "controller_runtime_reconcile_errors_total{",
+        "kaos_reconcile_errors_total{controller=\"test\",step=\"apply_child\"} 0",
         "controller_runtime_reconcile_time_seconds_bucket{",
         "controller_runtime_max_concurrent_reconciles{controller=\"test\"} 4",
         "controller_runtime_active_workers{",

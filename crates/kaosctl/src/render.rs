@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kaos_api::agent::Agent;
 use kaos_api::mcpserver::MCPServer;
 use kaos_api::modelapi::ModelAPI;
-use kaos_runtime::reconciler::WorkloadChildren;
+use kaos_runtime::converge::WorkloadChildren;
 use kaos_testkit::schema::{CrdSchema, UnknownFields};
 use kube::{Resource, ResourceExt};
 use serde_json::Value;

@@ -3,8 +3,8 @@
 use k8s_openapi::api::core::v1::{Container, ContainerPort, PodSpec, Probe, TCPSocketAction};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kaos_api::mcpserver::{CUSTOM_RUNTIME, MCPServer};
+use kaos_runtime::converge::WorkloadChildren;
 use kaos_runtime::podspec::merge_pod_spec;
-use kaos_runtime::reconciler::WorkloadChildren;
 use kaos_runtime::workload::{
     Workload, apply_container_override, env, image, log_level, merge_telemetry, owner_of,
     python_otel_env, with_user_env,

@@ -1,18 +1,13 @@
-//! The IO side: applies what `build` computed, deletes what is no longer wanted, writes status.
+//! One reconcile: read the registry, build, converge, status.
 
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kaos_api::mcpserver::MCPServer;
-use kaos_runtime::Runtime;
-use kaos_runtime::children::apply_status;
-use kaos_runtime::events::Events;
-use kaos_runtime::reconciler::{
-    ChildCaches, ReconcileError, reconcile_with_finalizer, retry_after_error,
-};
+use kaos_runtime::error::ReconcileError;
+use kaos_runtime::reconciler::{CONFLICT_RECHECK, Core};
 use kaos_runtime::stores::cached;
 use kube::ResourceExt;
-use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
 
@@ -24,65 +19,64 @@ use crate::status::status;
 pub const FINALIZER: &str = "kaos.tools/mcpserver-finalizer";
 
 pub struct Context {
-    pub runtime: Runtime,
+    pub core: Core,
     pub settings: Settings,
-    pub children: ChildCaches,
     /// The registry ConfigMap, watched so that editing a runtime rolls its MCPServers.
     pub registry: Store<ConfigMap>,
-    pub events: Events,
 }
 
 pub async fn reconcile(s: Arc<MCPServer>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
-    reconcile_with_finalizer(&ctx.runtime, s, FINALIZER, |s| apply(s, &ctx)).await
+    ctx.core.reconcile(s, |s| apply(s, &ctx)).await
 }
 
 pub fn error_policy(s: Arc<MCPServer>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
-    retry_after_error(&ctx.runtime, s.as_ref(), error)
+    ctx.core.retry_after_error(s.as_ref(), error)
 }
 
 async fn apply(s: Arc<MCPServer>, ctx: &Context) -> Result<Action, ReconcileError> {
-    let client = &ctx.runtime.client;
-    let manager = ctx.runtime.field_manager();
     let name = s.name_any();
     let namespace = s.namespace().unwrap_or_default();
     let system_namespace = &ctx.settings.system_namespace;
     let registry_map = cached(&ctx.registry, system_namespace, registry::CONFIG_MAP);
     let registry = registry::from_config_map(registry_map.as_deref(), system_namespace);
     let built = build(&s, &registry, &ctx.settings);
-    if let Ok(desired) = &built {
-        let changes = ctx
-            .children
-            .apply(
-                client,
-                manager,
-                &namespace,
-                &s.uid().unwrap_or_default(),
-                desired.children.clone(),
-            )
-            .await?;
-        if !changes.is_empty() {
-            ctx.events
-                .normal(s.as_ref(), "Applied", changes.join(", "))
-                .await;
+    let converged = match &built {
+        Ok(desired) => {
+            ctx.core
+                .converge(s.as_ref(), desired.children.clone().into_set())
+                .await?
         }
-    }
+        Err(_) => Default::default(),
+    };
     let deployment = ctx
+        .core
         .children
         .deployment(&namespace, &build::deployment_name(&name));
     let desired_status = status(
         &s,
         &built,
+        converged.problem(),
         deployment.as_deref(),
         kaos_runtime::conditions::now(),
     );
-    let api: Api<MCPServer> = Api::namespaced(client.clone(), &namespace);
-    let wrote = apply_status(&api, manager, &name, s.status.as_ref(), &desired_status).await?;
-    if wrote && let Err(e) = &built {
-        ctx.events
-            .warning(s.as_ref(), e.reason, e.message.clone())
-            .await;
-    }
-    Ok(Action::await_change())
+    let problem = built
+        .as_ref()
+        .err()
+        .map(|e| (e.reason.to_string(), e.message.clone()))
+        .or(converged.problem().map(|(r, m)| (r.to_string(), m)));
+    ctx.core
+        .write_status(
+            s.as_ref(),
+            s.status.as_ref(),
+            &desired_status,
+            problem.as_ref().map(|(r, m)| (r.as_str(), m.as_str())),
+        )
+        .await?;
+    Ok(if converged.conflicts.is_empty() {
+        Action::await_change()
+    } else {
+        Action::requeue(CONFLICT_RECHECK)
+    })
 }
 
 pub fn phase_of(s: &MCPServer) -> Option<&'static str> {

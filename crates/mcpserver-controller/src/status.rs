@@ -11,6 +11,7 @@ use crate::build::{BuildError, Desired};
 pub fn status(
     s: &MCPServer,
     built: &Result<Desired, BuildError>,
+    conflict: Option<(&'static str, String)>,
     deployment: Option<&Deployment>,
     now: Time,
 ) -> MCPServerStatus {
@@ -18,7 +19,11 @@ pub fn status(
     let generation = s.metadata.generation;
     let rollout = observe(deployment);
     let summary = summarize(
-        built.as_ref().err().map(|e| (e.reason, e.message.as_str())),
+        built
+            .as_ref()
+            .err()
+            .map(|e| (e.reason, e.message.as_str()))
+            .or(conflict.as_ref().map(|(r, m)| (*r, m.as_str()))),
         &rollout,
     );
     let mut conditions = previous.conditions.clone();

@@ -1,117 +1,96 @@
-//! The IO side: applies what `build` computed, deletes what is no longer wanted, writes status.
+//! One reconcile: build, converge (the LiteLLM config first, so new pods find it), status.
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::ConfigMap;
 use kaos_api::modelapi::ModelAPI;
-use kaos_runtime::Runtime;
-use kaos_runtime::children::{apply_if_changed, apply_status, delete_orphans};
-use kaos_runtime::events::Events;
-use kaos_runtime::reconciler::{
-    ChildCaches, ReconcileError, WorkloadChildren, reconcile_with_finalizer, retry_after_error,
-};
-use kaos_runtime::stores::{cached, cached_metadata};
-use kube::api::Api;
-use kube::core::PartialObjectMeta;
+use kaos_runtime::converge::{Child, ChildKind, ChildSet, WorkloadChildren};
+use kaos_runtime::error::ReconcileError;
+use kaos_runtime::reconciler::{CONFLICT_RECHECK, Core};
+use kube::ResourceExt;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::Store;
-use kube::{Resource, ResourceExt};
 
-use crate::build::{self, build};
+use crate::build::{self, Desired, build};
 use crate::settings::Settings;
 use crate::status::status;
 
 pub const FINALIZER: &str = "kaos.tools/modelapi-finalizer";
 
-/// What every reconcile reads from: settings and the watch caches of the children.
 pub struct Context {
-    pub runtime: Runtime,
+    pub core: Core,
     pub settings: Settings,
-    pub children: ChildCaches,
-    pub config_maps: Store<PartialObjectMeta<ConfigMap>>,
-    pub events: Events,
 }
 
 pub async fn reconcile(m: Arc<ModelAPI>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
-    reconcile_with_finalizer(&ctx.runtime, m, FINALIZER, |m| apply(m, &ctx)).await
+    ctx.core.reconcile(m, |m| apply(m, &ctx)).await
 }
 
 pub fn error_policy(m: Arc<ModelAPI>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
-    retry_after_error(&ctx.runtime, m.as_ref(), error)
+    ctx.core.retry_after_error(m.as_ref(), error)
+}
+
+/// The ConfigMap (or its absence), then the workload's children.
+fn child_set(name: &str, desired: &Desired) -> ChildSet {
+    let mut set = ChildSet::default();
+    match &desired.config_map {
+        Some(config_map) => set
+            .apply
+            .push(Child::ConfigMap(Box::new(config_map.clone()))),
+        None => set
+            .absent
+            .push((ChildKind::ConfigMap, build::config_map_name(name))),
+    }
+    let workload = WorkloadChildren {
+        deployment: desired.deployment.clone(),
+        service: Some(desired.service.clone()),
+        http_route: desired.http_route.clone(),
+    }
+    .into_set();
+    set.apply.extend(workload.apply);
+    set.absent.extend(workload.absent);
+    set
 }
 
 async fn apply(m: Arc<ModelAPI>, ctx: &Context) -> Result<Action, ReconcileError> {
-    let client = &ctx.runtime.client;
-    let manager = ctx.runtime.field_manager();
     let name = m.name_any();
     let namespace = m.namespace().unwrap_or_default();
-    let uid = m.uid().unwrap_or_default();
     let built = build(&m, &ctx.settings);
-    let mut changes = Vec::new();
-    if let Ok(desired) = &built {
-        // The config first, so new pods find it.
-        let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
-        let keep: Vec<String> = desired.config_map.iter().map(|c| c.name_any()).collect();
-        if let Some(config_map) = desired.config_map.clone() {
-            let observed = cached(&ctx.config_maps, &namespace, &config_map.name_any());
-            if apply_if_changed(
-                &config_maps,
-                manager,
-                observed.as_ref().map(|o| o.meta()),
-                config_map,
-            )
-            .await?
-            {
-                changes.push(format!(
-                    "applied ConfigMap {}",
-                    build::config_map_name(&name)
-                ));
-            }
+    let converged = match &built {
+        Ok(desired) => {
+            ctx.core
+                .converge(m.as_ref(), child_set(&name, desired))
+                .await?
         }
-        let children = WorkloadChildren {
-            deployment: desired.deployment.clone(),
-            service: Some(desired.service.clone()),
-            http_route: desired.http_route.clone(),
-        };
-        changes.extend(
-            ctx.children
-                .apply(client, manager, &namespace, &uid, children)
-                .await?,
-        );
-        let keep: Vec<&str> = keep.iter().map(String::as_str).collect();
-        for gone in delete_orphans(
-            &config_maps,
-            &cached_metadata(&ctx.config_maps),
-            &uid,
-            &keep,
-        )
-        .await?
-        {
-            changes.push(format!("deleted ConfigMap {gone}"));
-        }
-    }
-    if !changes.is_empty() {
-        ctx.events
-            .normal(m.as_ref(), "Applied", changes.join(", "))
-            .await;
-    }
+        Err(_) => Default::default(),
+    };
     let deployment = ctx
+        .core
         .children
         .deployment(&namespace, &build::deployment_name(&name));
     let desired_status = status(
         &m,
         &built,
+        converged.problem(),
         deployment.as_deref(),
         kaos_runtime::conditions::now(),
     );
-    let api: Api<ModelAPI> = Api::namespaced(client.clone(), &namespace);
-    let wrote = apply_status(&api, manager, &name, m.status.as_ref(), &desired_status).await?;
-    if wrote && let Err(e) = &built {
-        ctx.events
-            .warning(m.as_ref(), e.reason, e.message.clone())
-            .await;
-    }
-    Ok(Action::await_change())
+    let problem = built
+        .as_ref()
+        .err()
+        .map(|e| (e.reason.to_string(), e.message.clone()))
+        .or(converged.problem().map(|(r, m)| (r.to_string(), m)));
+    ctx.core
+        .write_status(
+            m.as_ref(),
+            m.status.as_ref(),
+            &desired_status,
+            problem.as_ref().map(|(r, m)| (r.as_str(), m.as_str())),
+        )
+        .await?;
+    Ok(if converged.conflicts.is_empty() {
+        Action::await_change()
+    } else {
+        Action::requeue(CONFLICT_RECHECK)
+    })
 }
 
 /// The phase of a ModelAPI, for `kaos_resources`.

@@ -16,6 +16,7 @@ pub const TELEMETRY_SUPPORTED: &str = "TelemetrySupported";
 pub fn status(
     m: &ModelAPI,
     built: &Result<Desired, BuildError>,
+    conflict: Option<(&'static str, String)>,
     deployment: Option<&Deployment>,
     now: Time,
 ) -> ModelAPIStatus {
@@ -23,7 +24,11 @@ pub fn status(
     let generation = m.metadata.generation;
     let rollout = observe(deployment);
     let summary = summarize(
-        built.as_ref().err().map(|e| (e.reason, e.message.as_str())),
+        built
+            .as_ref()
+            .err()
+            .map(|e| (e.reason, e.message.as_str()))
+            .or(conflict.as_ref().map(|(r, m)| (*r, m.as_str()))),
         &rollout,
     );
     let mut conditions = previous.conditions.clone();

@@ -1,0 +1,421 @@
+//! Making a parent's children what its builder wants: the one write path of every controller.
+//!
+//! For each desired child: an object of that name we do not control is a conflict (never
+//! overwritten, never adopted); an object that covers the desired one, or our own write the
+//! cache has not shown yet, is left alone; anything else is server-side applied. Children the
+//! builder lists as absent are deleted by name if we control them. Lookups are by name in the
+//! slim caches: the work is proportional to the parent's children, never to the cache size.
+
+use std::fmt::{self, Debug};
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::core::DynamicObject;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::children::{DESIRED_HASH_ANNOTATION, controlled_by, stamp_desired_hash};
+use crate::drift::covers;
+use crate::error::{ReconcileError, Step, StepExt};
+use crate::expectations::{Expectations, Observed, Verdict};
+use crate::workload::http_route_resource;
+
+/// The kinds of child a workload can have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ChildKind {
+    Deployment,
+    Service,
+    ConfigMap,
+    HttpRoute,
+}
+
+impl ChildKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChildKind::Deployment => "Deployment",
+            ChildKind::Service => "Service",
+            ChildKind::ConfigMap => "ConfigMap",
+            ChildKind::HttpRoute => "HTTPRoute",
+        }
+    }
+}
+
+/// One desired child.
+#[derive(Clone, Debug)]
+pub enum Child {
+    Deployment(Box<Deployment>),
+    Service(Box<Service>),
+    ConfigMap(Box<ConfigMap>),
+    HttpRoute(Box<DynamicObject>),
+}
+
+impl Child {
+    pub fn kind(&self) -> ChildKind {
+        match self {
+            Child::Deployment(_) => ChildKind::Deployment,
+            Child::Service(_) => ChildKind::Service,
+            Child::ConfigMap(_) => ChildKind::ConfigMap,
+            Child::HttpRoute(_) => ChildKind::HttpRoute,
+        }
+    }
+}
+
+/// What a parent's children must be: the ones to apply, in order, and the names that must not
+/// exist (a Service after `expose: false`, a ConfigMap after Proxy → Hosted, …).
+#[derive(Clone, Debug, Default)]
+pub struct ChildSet {
+    pub apply: Vec<Child>,
+    pub absent: Vec<(ChildKind, String)>,
+}
+
+/// The children every kind's workload has, as its builder produces them.
+#[derive(Clone, Debug)]
+pub struct WorkloadChildren {
+    pub deployment: Deployment,
+    /// None when the workload must not be reachable (an Agent with `expose: false`).
+    pub service: Option<Service>,
+    /// None when the gateway is disabled.
+    pub http_route: Option<DynamicObject>,
+}
+
+impl WorkloadChildren {
+    /// The set to converge to: the Deployment, then the Service and HTTPRoute, each of which
+    /// shares the Deployment's name and, when not wanted, must be absent.
+    pub fn into_set(self) -> ChildSet {
+        let name = self.deployment.name_any();
+        let mut set = ChildSet::default();
+        set.apply.push(Child::Deployment(Box::new(self.deployment)));
+        match self.service {
+            Some(service) => set.apply.push(Child::Service(Box::new(service))),
+            None => set.absent.push((ChildKind::Service, name.clone())),
+        }
+        match self.http_route {
+            Some(route) => set.apply.push(Child::HttpRoute(Box::new(route))),
+            None => set.absent.push((ChildKind::HttpRoute, name)),
+        }
+        set
+    }
+}
+
+/// A child's name is taken by an object this parent does not control.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Conflict {
+    pub kind: ChildKind,
+    pub namespace: String,
+    pub name: String,
+    /// `Kind/name` of its controller, if it has one.
+    pub owner: Option<String>,
+}
+
+impl fmt::Display for Conflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let owner = match &self.owner {
+            Some(owner) => format!("it is controlled by {owner}"),
+            None => "it has no controller".to_string(),
+        };
+        write!(
+            f,
+            "{} {}/{} already exists and is not owned by this resource ({owner}); \
+             delete or rename it and the resource recovers by itself",
+            self.kind.as_str(),
+            self.namespace,
+            self.name
+        )
+    }
+}
+
+/// The `Ready` reason of a parent whose child name is taken by an object it does not own.
+pub const CHILD_CONFLICT: &str = "ChildConflict";
+
+/// What converging did.
+#[derive(Clone, Debug, Default)]
+pub struct Converged {
+    /// A line per write, for the Normal event.
+    pub changes: Vec<String>,
+    pub conflicts: Vec<Conflict>,
+}
+
+impl Converged {
+    /// `(ChildConflict, message)` when a child could not be written, for the status.
+    pub fn problem(&self) -> Option<(&'static str, String)> {
+        (!self.conflicts.is_empty()).then(|| {
+            let messages: Vec<String> = self.conflicts.iter().map(|c| c.to_string()).collect();
+            (CHILD_CONFLICT, messages.join("; "))
+        })
+    }
+}
+
+/// The slim caches of a controller's children and the memory of its own writes.
+#[derive(Clone)]
+pub struct Children {
+    pub deployments: Store<Deployment>,
+    pub services: Store<Service>,
+    /// None for kinds without ConfigMaps.
+    pub config_maps: Option<Store<ConfigMap>>,
+    /// None when the Gateway API is neither enabled nor installed.
+    pub routes: Option<Store<DynamicObject>>,
+    pub expectations: Arc<Expectations>,
+}
+
+/// The parent a converge works for.
+pub struct Parent<'a> {
+    pub namespace: &'a str,
+    pub uid: &'a str,
+    pub field_manager: &'a str,
+    pub client: &'a kube::Client,
+}
+
+impl Children {
+    pub fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<Deployment>> {
+        self.deployments
+            .get(&ObjectRef::new(name).within(namespace))
+    }
+
+    /// Applies what differs, reports conflicts, deletes what must be absent.
+    pub async fn converge(
+        &self,
+        parent: &Parent<'_>,
+        set: ChildSet,
+    ) -> Result<Converged, ReconcileError> {
+        let mut converged = Converged::default();
+        for child in set.apply {
+            let kind = child.kind();
+            let outcome = match child {
+                Child::Deployment(d) => self.apply(parent, kind, &self.deployments, *d).await?,
+                Child::Service(s) => self.apply(parent, kind, &self.services, *s).await?,
+                Child::ConfigMap(c) => match &self.config_maps {
+                    Some(store) => self.apply(parent, kind, store, *c).await?,
+                    None => Applied::Unchanged,
+                },
+                Child::HttpRoute(r) => match &self.routes {
+                    Some(store) => self.apply(parent, kind, store, *r).await?,
+                    None => Applied::Unchanged,
+                },
+            };
+            match outcome {
+                Applied::Unchanged => {}
+                Applied::Written(name) => converged
+                    .changes
+                    .push(format!("applied {} {name}", kind.as_str())),
+                Applied::Conflict(conflict) => converged.conflicts.push(conflict),
+            }
+        }
+        for (kind, name) in set.absent {
+            let deleted = match kind {
+                ChildKind::Deployment => {
+                    self.delete(parent, kind, &self.deployments, &name).await?
+                }
+                ChildKind::Service => self.delete(parent, kind, &self.services, &name).await?,
+                ChildKind::ConfigMap => match &self.config_maps {
+                    Some(store) => self.delete(parent, kind, store, &name).await?,
+                    None => false,
+                },
+                ChildKind::HttpRoute => match &self.routes {
+                    Some(store) => self.delete(parent, kind, store, &name).await?,
+                    None => false,
+                },
+            };
+            if deleted {
+                converged
+                    .changes
+                    .push(format!("deleted {} {name}", kind.as_str()));
+            }
+        }
+        Ok(converged)
+    }
+
+    async fn apply<K>(
+        &self,
+        parent: &Parent<'_>,
+        kind: ChildKind,
+        store: &Store<K>,
+        mut desired: K,
+    ) -> Result<Applied, ReconcileError>
+    where
+        K: ChildResource,
+    {
+        let hash = stamp_desired_hash(&mut desired);
+        let name = desired.name_any();
+        let namespace = parent.namespace;
+        let key = (kind.as_str(), namespace.to_string(), name.clone());
+        let observed = store.get(&K::child_ref(&name, namespace));
+        if let Some(observed) = &observed
+            && !controlled_by(observed.meta(), parent.uid)
+        {
+            return Ok(Applied::Conflict(conflict(
+                kind,
+                namespace,
+                observed.meta(),
+            )));
+        }
+        let seen = observed.as_ref().map(|o| Observed {
+            resource_version: o.meta().resource_version.as_deref(),
+        });
+        match self.expectations.verdict(&key, &hash, seen) {
+            Verdict::Pending | Verdict::Written => return Ok(Applied::Unchanged),
+            Verdict::Unknown => {}
+        }
+        if let Some(observed) = &observed
+            && is_covered(observed.as_ref(), &desired, &hash)
+        {
+            return Ok(Applied::Unchanged);
+        }
+        let api = K::api(parent.client, namespace);
+        let target = || format!("{} {namespace}/{name}", kind.as_str());
+        if observed.is_none() {
+            // Not in our (label-selected) cache: an object of that name may still exist.
+            if let Some(existing) = api.get_opt(&name).await.step(Step::ReadChild, target)?
+                && !controlled_by(existing.meta(), parent.uid)
+            {
+                return Ok(Applied::Conflict(conflict(
+                    kind,
+                    namespace,
+                    existing.meta(),
+                )));
+            }
+        }
+        let written = api
+            .patch(
+                &name,
+                &PatchParams::apply(parent.field_manager).force(),
+                &Patch::Apply(&desired),
+            )
+            .await
+            .step(Step::ApplyChild, target)?;
+        self.expectations.wrote(
+            key,
+            hash,
+            observed
+                .as_ref()
+                .and_then(|o| o.meta().resource_version.as_deref()),
+            written.meta().resource_version.clone(),
+        );
+        Ok(Applied::Written(name))
+    }
+
+    async fn delete<K>(
+        &self,
+        parent: &Parent<'_>,
+        kind: ChildKind,
+        store: &Store<K>,
+        name: &str,
+    ) -> Result<bool, ReconcileError>
+    where
+        K: ChildResource,
+    {
+        let namespace = parent.namespace;
+        let Some(observed) = store.get(&K::child_ref(name, namespace)) else {
+            return Ok(false);
+        };
+        if !controlled_by(observed.meta(), parent.uid)
+            || observed.meta().deletion_timestamp.is_some()
+        {
+            return Ok(false);
+        }
+        self.expectations
+            .forget(&(kind.as_str(), namespace.to_string(), name.to_string()));
+        match K::api(parent.client, namespace)
+            .delete(name, &DeleteParams::background())
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(true),
+            Err(e) => Err(ReconcileError::new(
+                Step::DeleteOrphan,
+                format!("{} {namespace}/{name}", kind.as_str()),
+                e,
+            )),
+        }
+    }
+
+    /// Forgets the writes for a parent's children (the parent is gone).
+    pub fn forget(&self, namespace: &str, names: &[(ChildKind, String)]) {
+        for (kind, name) in names {
+            self.expectations
+                .forget(&(kind.as_str(), namespace.to_string(), name.clone()));
+        }
+    }
+}
+
+enum Applied {
+    Unchanged,
+    Written(String),
+    Conflict(Conflict),
+}
+
+/// Whether the cached child carries the desired hash and still holds every desired field (a
+/// hand edit or another tool's change of one of our fields is drift, and is reverted).
+fn is_covered<K: Serialize + Resource>(observed: &K, desired: &K, hash: &str) -> bool {
+    let stamped = observed
+        .meta()
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(DESIRED_HASH_ANNOTATION))
+        .is_some_and(|h| h == hash);
+    stamped
+        && match (
+            serde_json::to_value(observed),
+            serde_json::to_value(desired),
+        ) {
+            (Ok(o), Ok(d)) => covers(&o, &d),
+            _ => false,
+        }
+}
+
+fn conflict(kind: ChildKind, namespace: &str, meta: &ObjectMeta) -> Conflict {
+    let owner = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true))
+        .map(|r| format!("{}/{}", r.kind, r.name));
+    Conflict {
+        kind,
+        namespace: namespace.to_string(),
+        name: meta.name.clone().unwrap_or_default(),
+        owner,
+    }
+}
+
+/// What converge needs of a child type: its API and how to look it up in a store.
+pub trait ChildResource:
+    Resource<DynamicType: Eq + std::hash::Hash + Clone>
+    + Clone
+    + Serialize
+    + DeserializeOwned
+    + Debug
+    + Send
+    + Sync
+    + 'static
+{
+    fn api(client: &kube::Client, namespace: &str) -> Api<Self>;
+    fn child_ref(name: &str, namespace: &str) -> ObjectRef<Self>;
+}
+
+macro_rules! typed_child {
+    ($($t:ty),*) => {$(
+        impl ChildResource for $t {
+            fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
+                Api::namespaced(client.clone(), namespace)
+            }
+            fn child_ref(name: &str, namespace: &str) -> ObjectRef<Self> {
+                ObjectRef::new(name).within(namespace)
+            }
+        }
+    )*};
+}
+typed_child!(Deployment, Service, ConfigMap);
+
+impl ChildResource for DynamicObject {
+    fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
+        Api::namespaced_with(client.clone(), namespace, &http_route_resource())
+    }
+    fn child_ref(name: &str, namespace: &str) -> ObjectRef<Self> {
+        ObjectRef::new_with(name, http_route_resource()).within(namespace)
+    }
+}

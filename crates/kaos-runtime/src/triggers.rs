@@ -1,0 +1,175 @@
+//! Change-only triggers: which watch events mean "reconcile again".
+//!
+//! A parent is reconciled when its spec changes or it is being deleted (its own status and
+//! finalizer writes do not count: [`spec_or_deletion`]), and when something it reads from
+//! another object changes. [`ChangeTracker`] keeps, per object, a hash of just what dependents
+//! read (a ModelAPI's readiness and endpoint, a peer's endpoint, …) and reports an object only
+//! when that projection changed, appeared or disappeared.
+
+use std::collections::{HashMap, HashSet};
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use kube::Resource;
+use kube::runtime::watcher::Event;
+
+use crate::index::Name;
+
+/// The primary's predicate: its generation (spec changes), whether it is being deleted, and its
+/// labels and annotations (which users set to ask for a change). Status and finalizer writes
+/// leave it unchanged.
+pub fn spec_or_deletion<K: Resource>(object: &K) -> Option<u64> {
+    let meta = object.meta();
+    Some(hash_of(&(
+        meta.generation,
+        meta.deletion_timestamp.is_some(),
+        &meta.labels,
+        &meta.annotations,
+    )))
+}
+
+fn hash_of<T: Hash>(value: &T) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    value.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Remembers a projection's hash per object and reports the objects whose projection changed.
+pub struct ChangeTracker<K, P> {
+    project: fn(&K) -> P,
+    seen: HashMap<Name, u64>,
+    /// Objects listed since the current relist began.
+    relisted: Option<HashSet<Name>>,
+}
+
+impl<K: Resource, P: Hash> ChangeTracker<K, P> {
+    pub fn new(project: fn(&K) -> P) -> Self {
+        Self {
+            project,
+            seen: HashMap::new(),
+            relisted: None,
+        }
+    }
+
+    /// The objects whose projection this event changed (appeared, changed or disappeared).
+    /// A relist that no longer contains an object reports it as gone.
+    pub fn observe(&mut self, event: &Event<K>) -> Vec<Name> {
+        match event {
+            Event::Init => {
+                self.relisted = Some(HashSet::new());
+                Vec::new()
+            }
+            Event::InitApply(object) => {
+                let name = name_of(object);
+                if let Some(relisted) = &mut self.relisted {
+                    relisted.insert(name.clone());
+                }
+                self.update(name, object)
+            }
+            Event::InitDone => {
+                let Some(relisted) = self.relisted.take() else {
+                    return Vec::new();
+                };
+                let gone: Vec<Name> = self
+                    .seen
+                    .keys()
+                    .filter(|n| !relisted.contains(*n))
+                    .cloned()
+                    .collect();
+                for name in &gone {
+                    self.seen.remove(name);
+                }
+                gone
+            }
+            Event::Apply(object) => self.update(name_of(object), object),
+            Event::Delete(object) => {
+                let name = name_of(object);
+                match self.seen.remove(&name) {
+                    Some(_) => vec![name],
+                    None => Vec::new(),
+                }
+            }
+        }
+    }
+
+    fn update(&mut self, name: Name, object: &K) -> Vec<Name> {
+        let hash = hash_of(&(self.project)(object));
+        match self.seen.insert(name.clone(), hash) {
+            Some(previous) if previous == hash => Vec::new(),
+            _ => vec![name],
+        }
+    }
+}
+
+/// (namespace, name) of an object.
+pub fn name_of<K: Resource>(object: &K) -> Name {
+    let meta = object.meta();
+    (
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn cm(name: &str, endpoint: &str, other: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("default".into()),
+                ..Default::default()
+            },
+            data: Some(
+                [
+                    ("endpoint".to_string(), endpoint.to_string()),
+                    ("other".to_string(), other.to_string()),
+                ]
+                .into(),
+            ),
+            ..Default::default()
+        }
+    }
+
+    fn endpoint(c: &ConfigMap) -> Option<String> {
+        c.data.as_ref()?.get("endpoint").cloned()
+    }
+
+    fn n(name: &str) -> Name {
+        ("default".into(), name.into())
+    }
+
+    #[test]
+    fn only_a_change_of_the_projection_is_reported() {
+        let mut t = ChangeTracker::new(endpoint);
+        assert_eq!(t.observe(&Event::Apply(cm("a", "e1", "x"))), [n("a")]);
+        assert!(t.observe(&Event::Apply(cm("a", "e1", "y"))).is_empty());
+        assert_eq!(t.observe(&Event::Apply(cm("a", "e2", "y"))), [n("a")]);
+        assert_eq!(t.observe(&Event::Delete(cm("a", "e2", "y"))), [n("a")]);
+        assert!(t.observe(&Event::Delete(cm("a", "e2", "y"))).is_empty());
+    }
+
+    #[test]
+    fn a_relist_reports_what_vanished_and_not_what_stayed() {
+        let mut t = ChangeTracker::new(endpoint);
+        t.observe(&Event::Apply(cm("a", "e", "")));
+        t.observe(&Event::Apply(cm("b", "e", "")));
+        assert!(t.observe(&Event::Init).is_empty());
+        assert!(t.observe(&Event::InitApply(cm("a", "e", ""))).is_empty());
+        assert_eq!(t.observe(&Event::InitDone), [n("b")]);
+    }
+
+    #[test]
+    fn the_primary_predicate_ignores_status_and_finalizers() {
+        let mut a = cm("a", "e", "");
+        a.metadata.generation = Some(1);
+        let before = spec_or_deletion(&a);
+        a.metadata.finalizers = Some(vec!["f".into()]);
+        a.metadata.resource_version = Some("9".into());
+        assert_eq!(spec_or_deletion(&a), before);
+        a.metadata.generation = Some(2);
+        assert_ne!(spec_or_deletion(&a), before);
+    }
+}
