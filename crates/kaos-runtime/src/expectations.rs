@@ -8,6 +8,11 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long a write may stay unseen by the cache before it is no longer trusted (a watch that
+/// restarted may never report it).
+const PATIENCE: Duration = Duration::from_secs(30);
 
 /// Identifies a written object: kind, namespace, name.
 pub type Key = (&'static str, String, String);
@@ -17,6 +22,7 @@ struct Written {
     hash: String,
     before: Option<String>,
     after: Option<String>,
+    at: Instant,
 }
 
 /// What the cache shows of an object now.
@@ -52,7 +58,7 @@ impl Expectations {
         let now = observed.and_then(|o| o.resource_version);
         if now.is_some() && now == w.after.as_deref() {
             Verdict::Written
-        } else if now == w.before.as_deref() {
+        } else if now == w.before.as_deref() && w.at.elapsed() < PATIENCE {
             Verdict::Pending
         } else {
             Verdict::Unknown
@@ -68,11 +74,13 @@ impl Expectations {
                 hash,
                 before: before.map(String::from),
                 after,
+                at: Instant::now(),
             },
         );
     }
 
-    /// Forgets an object (deleted, or its parent is gone).
+    /// Forgets an object (deleted, or its parent is gone): a create of it is not pending any
+    /// more, whatever the cache shows.
     pub fn forget(&self, key: &Key) {
         let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
         written.remove(key);

@@ -28,7 +28,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::Runtime;
-use crate::converge::{ChildSet, Children, Converged, Parent};
+use crate::converge::{ChildKind, ChildSet, Children, Converged, Parent};
 use crate::error::{ReconcileError, Step, StepExt};
 use crate::events::Events;
 use crate::expectations::{Expectations, Observed, Verdict};
@@ -119,8 +119,13 @@ where
         .inspect_ok(move |event| on_event(event))
         .touched_objects()
         .predicate_filter(spec_or_deletion::<K>, Default::default());
+    let expectations = Arc::<Expectations>::default();
     let (deployments, deployment_events) = stores::cache::<Deployment>(client, namespace, selector);
+    let deployment_events =
+        deployment_events.inspect_ok(forget_deleted(&expectations, ChildKind::Deployment));
     let (services, service_events) = stores::cache::<Service>(client, namespace, selector);
+    let service_events =
+        service_events.inspect_ok(forget_deleted(&expectations, ChildKind::Service));
     let config = controller::Config::default()
         .concurrency(runtime.args.max_concurrent_reconciles)
         .debounce(runtime.args.reconcile_debounce);
@@ -132,6 +137,7 @@ where
     let mut config_maps = None;
     if kinds.config_maps {
         let (store, events) = stores::cache::<ConfigMap>(client, namespace, selector);
+        let events = events.inspect_ok(forget_deleted(&expectations, ChildKind::ConfigMap));
         controller = controller.owns_stream(events.touched_objects());
         synced.push(ready(&store));
         config_maps = Some(store);
@@ -140,6 +146,7 @@ where
     if kinds.routes {
         let resource = http_route_resource();
         let (store, events) = stores::dynamic_cache(client, namespace, &resource, selector);
+        let events = events.inspect_ok(forget_deleted(&expectations, ChildKind::HttpRoute));
         controller = controller.owns_stream_with(events.touched_objects(), resource);
         synced.push(ready(&store));
         routes = Some(store);
@@ -152,9 +159,27 @@ where
             services,
             config_maps,
             routes,
-            expectations: Arc::default(),
+            expectations,
         },
         synced,
+    }
+}
+
+/// Forgets our write of a child when the watch reports it deleted, so it is created again.
+fn forget_deleted<C: Resource>(
+    expectations: &Arc<Expectations>,
+    kind: ChildKind,
+) -> impl Fn(&watcher::Event<C>) + Send + 'static {
+    let expectations = expectations.clone();
+    move |event| {
+        if let watcher::Event::Delete(child) = event {
+            let meta = child.meta();
+            expectations.forget(&(
+                kind.as_str(),
+                meta.namespace.clone().unwrap_or_default(),
+                meta.name.clone().unwrap_or_default(),
+            ));
+        }
     }
 }
 
