@@ -1,6 +1,8 @@
 //! End to end: `kaos-testkit serve` and each controller binary as two processes with leader
-//! election. The examples reach Ready; killing a leader hands over to its standby, which then
-//! reconciles a new change within the lease duration; SIGTERM hands over in about a second; only
+//! election. Every replica turns ready (`/readyz` 200) once its caches sync, leader or standby;
+//! the examples, a peer pair and a mesh reach Ready, then the leaders go quiet (no reconcile);
+//! killing a leader hands over to its standby, which reconciles a new change within the lease
+//! duration without any Ready agent leaving Ready; SIGTERM hands over in about a second; only
 //! leaders' reconcile counters move.
 
 use std::collections::BTreeMap;
@@ -11,7 +13,8 @@ use kaos_api::agent::Agent;
 use kaos_api::mcpserver::MCPServer;
 use kaos_api::modelapi::ModelAPI;
 use kaos_tests::processes::{
-    POLL, Process, Scratch, apply_yaml, client, sample, scrape, serve_testkit, start_controller,
+    POLL, Process, Scratch, apply_yaml, client, http_get, sample, scrape, serve_testkit,
+    start_controller,
 };
 use kaos_tests::repo_root;
 use kube::Api;
@@ -188,6 +191,29 @@ async fn two_replicas_per_controller_converge_hand_over_and_count_on_the_leader_
     })
     .collect();
 
+    // Every replica is ready once its caches have synced, whether it leads or not.
+    for process in pairs.iter().flat_map(|p| &p.processes) {
+        let started = Instant::now();
+        loop {
+            let ready = http_get(process.probe_port, "/readyz")
+                .await
+                .map(|(c, _)| c);
+            let live = http_get(process.probe_port, "/healthz")
+                .await
+                .map(|(c, _)| c);
+            if ready == Some(200) && live == Some(200) {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "{} not ready: /readyz {ready:?}, /healthz {live:?}",
+                process.name
+            );
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    apply_yaml(&client, &peer_shapes()).await;
     for example in [
         "quickstart.yaml",
         "hosted-ollama.yaml",
@@ -242,6 +268,16 @@ async fn two_replicas_per_controller_converge_hand_over_and_count_on_the_leader_
         leaders.push(leader);
     }
 
+    // Converged: the leaders go quiet, peer cycles included.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = reconciles_of(&pairs).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        reconciles_of(&pairs).await,
+        before,
+        "reconciles in a 5 s idle window"
+    );
+
     // Kill every leader; each standby takes over and reconciles a new change within the lease.
     let holders: Vec<Option<String>> = {
         let mut holders = Vec::new();
@@ -255,6 +291,16 @@ async fn two_replicas_per_controller_converge_hand_over_and_count_on_the_leader_
     }
     let killed = Instant::now();
     let agents: Api<Agent> = Api::default_namespaced(client.clone());
+    let was_ready: Vec<String> = agents
+        .list(&Default::default())
+        .await
+        .expect("agents")
+        .items
+        .into_iter()
+        .filter(|a| a.status.as_ref().is_some_and(|s| s.ready))
+        .filter_map(|a| a.metadata.name)
+        .filter(|n| n != "worker")
+        .collect();
     let model_apis: Api<ModelAPI> = Api::default_namespaced(client.clone());
     let servers: Api<MCPServer> = Api::default_namespaced(client.clone());
     let change = PatchParams::default();
@@ -287,6 +333,14 @@ async fn two_replicas_per_controller_converge_hand_over_and_count_on_the_leader_
         .await
         .expect("patch");
     loop {
+        for agent in agents.list(&Default::default()).await.expect("agents") {
+            let name = agent.metadata.name.clone().unwrap_or_default();
+            assert!(
+                !was_ready.contains(&name) || agent.status.as_ref().is_some_and(|s| s.ready),
+                "{name} left Ready during the failover: {:?}",
+                agent.status
+            );
+        }
         let a = observed_generation(&agents, "worker").await;
         let m = observed_generation(&model_apis, "llm-proxy").await;
         let s = observed_generation(&servers, "echo-tools").await;
@@ -347,6 +401,50 @@ async fn two_replicas_per_controller_converge_hand_over_and_count_on_the_leader_
         Some(0),
         "SIGTERM is a clean exit"
     );
+}
+
+/// Reconciles of every controller replica so far (all outcomes).
+async fn reconciles_of(pairs: &[Pair]) -> Vec<f64> {
+    let mut counts = Vec::new();
+    for pair in pairs {
+        for process in &pair.processes {
+            let metrics = scrape(process.metrics_port).await;
+            counts.push(
+                RESULTS
+                    .iter()
+                    .map(|result| {
+                        sample(
+                            &metrics,
+                            &format!(
+                                "controller_runtime_reconcile_total{{controller=\"{}\",result=\"{result}\"}}",
+                                pair.controller
+                            ),
+                        )
+                    })
+                    .sum(),
+            );
+        }
+    }
+    counts
+}
+
+const RESULTS: [&str; 4] = ["success", "error", "requeue", "requeue_after"];
+
+/// A pair of agents that list each other and a mesh of five where everyone lists everyone.
+fn peer_shapes() -> String {
+    let agent = |name: &str, peers: &[String]| {
+        format!(
+            "---\napiVersion: kaos.tools/v1alpha1\nkind: Agent\nmetadata: {{name: {name}, namespace: default}}\nspec: {{modelAPI: llm-proxy, model: openai/gpt-4o, agentNetwork: {{access: [{}]}}}}\n",
+            peers.join(", ")
+        )
+    };
+    let mut yaml = agent("pair-a", &["pair-b".into()]) + &agent("pair-b", &["pair-a".into()]);
+    let mesh: Vec<String> = (1..=5).map(|i| format!("mesh-{i}")).collect();
+    for me in &mesh {
+        let others: Vec<String> = mesh.iter().filter(|p| *p != me).cloned().collect();
+        yaml += &agent(me, &others);
+    }
+    yaml
 }
 
 fn mcpserver_registry() -> String {

@@ -71,6 +71,8 @@ pub struct Process {
     pub name: String,
     pub child: Child,
     pub metrics_port: u16,
+    /// Where `/healthz` and `/readyz` answer (0 when the process serves none).
+    pub probe_port: u16,
 }
 
 impl Process {
@@ -135,6 +137,7 @@ pub fn serve_testkit(scratch: &Scratch, extra: &[&str]) -> (Process, PathBuf) {
             name: "kaos-testkit".into(),
             child,
             metrics_port: 0,
+            probe_port: 0,
         },
         kubeconfig,
     )
@@ -149,6 +152,7 @@ pub fn start_controller(
     env: &BTreeMap<String, String>,
 ) -> Process {
     let metrics_port = free_port();
+    let probe_port = free_port();
     let log = std::fs::File::create(scratch.0.join(format!("{name}.log"))).expect("log file");
     let child = Command::new(binaries().join(binary))
         .env("KUBECONFIG", kubeconfig)
@@ -157,7 +161,7 @@ pub fn start_controller(
         .env("METRICS_BIND_ADDRESS", format!("127.0.0.1:{metrics_port}"))
         .env(
             "HEALTH_PROBE_BIND_ADDRESS",
-            format!("127.0.0.1:{}", free_port()),
+            format!("127.0.0.1:{probe_port}"),
         )
         .env("CONTROLLER_LOG_LEVEL", "info")
         .envs(env)
@@ -169,6 +173,7 @@ pub fn start_controller(
         name: name.into(),
         child,
         metrics_port,
+        probe_port,
     }
 }
 
@@ -220,19 +225,25 @@ pub async fn apply_yaml(client: &kube::Client, yaml: &str) {
 
 /// The body of `/metrics` of a process.
 pub async fn scrape(port: u16) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
-        return String::new();
-    };
-    let _ = stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .await;
-    let mut response = String::new();
-    let _ = stream.read_to_string(&mut response).await;
-    response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
+    http_get(port, "/metrics")
+        .await
+        .map(|(_, body)| body)
         .unwrap_or_default()
+}
+
+/// `GET path` on 127.0.0.1:`port`: the status code and body, None when nothing answers.
+pub async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.ok()?;
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    let code = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((code, body.to_string()))
 }
 
 /// The value of one sample line (`name{labels} value`) in a scrape, 0 if absent.
