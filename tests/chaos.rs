@@ -2,7 +2,8 @@
 //! that fails 10% of their requests with 500, 5% with 429 and 5% of their writes with 409, cuts
 //! their watch streams every few seconds and answers 20% of watch starts with 410 Gone; and a
 //! leader is killed mid-run. Everything converges; no child is duplicated or orphaned; what users
-//! added to children survives; no two processes of one controller write in overlapping turns.
+//! added to children survives; no two processes of one controller write in overlapping turns
+//! (the writer changes only when the Lease holder does).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -340,7 +341,7 @@ async fn controllers_converge_under_faults_and_a_leader_kill() {
             clients.len() == 2 && !clients.contains(""),
             "{binary}: each replica has its own credential"
         );
-        let writers: Vec<&str> = audit
+        let writes: Vec<&Value> = audit
             .iter()
             .filter(|r| clients.contains(r["client"].as_str().unwrap_or("")))
             .filter(|r| {
@@ -351,17 +352,45 @@ async fn controllers_converge_under_faults_and_a_leader_kill() {
             })
             .filter(|r| r["resource"] != "leases" && r["resource"] != "events")
             .filter(|r| r["code"].as_u64().is_some_and(|c| c < 300))
+            .collect();
+        let writers: Vec<&str> = writes
+            .iter()
             .map(|r| r["client"].as_str().unwrap_or(""))
+            .collect();
+        let turn_points: Vec<String> = writes
+            .windows(2)
+            .filter(|w| w[0]["client"] != w[1]["client"])
+            .map(|w| {
+                format!(
+                    "{} {} {} -> {} {} {}",
+                    w[0]["client"],
+                    w[0]["verb"],
+                    w[0]["path"],
+                    w[1]["client"],
+                    w[1]["verb"],
+                    w[1]["path"]
+                )
+            })
             .collect();
         assert!(
             !writers.is_empty(),
             "{binary}: its writes are in the audit log"
         );
         let turns = writers.windows(2).filter(|w| w[0] != w[1]).count();
-        let allowed = if binary == "agent-controller" { 1 } else { 0 };
+        // Each change of Lease holder allows one change of writer. A leader is killed on purpose
+        // (one change); on a loaded machine a renewal can also miss its deadline and hand over.
+        let lease_writers: Vec<&str> = audit
+            .iter()
+            .filter(|r| clients.contains(r["client"].as_str().unwrap_or("")))
+            .filter(|r| r["resource"] == "leases")
+            .filter(|r| matches!(r["verb"].as_str(), Some("create" | "update" | "patch")))
+            .filter(|r| r["code"].as_u64().is_some_and(|c| c < 300))
+            .map(|r| r["client"].as_str().unwrap_or(""))
+            .collect();
+        let allowed = lease_writers.windows(2).filter(|w| w[0] != w[1]).count();
         assert!(
             turns <= allowed,
-            "{binary}: writers took {turns} turns, more than the {allowed} leadership change(s)"
+            "{binary}: writers took {turns} turns, more than the {allowed} leadership change(s): {turn_points:#?}"
         );
     }
 }
