@@ -1,237 +1,222 @@
 //! `kaos-bench`: M ModelAPIs, M MCPServers and N Agents (M = N/100, at least 1) on kaos-testkit
-//! with the deployment simulator and RBAC, reconciled by the three real controller binaries.
-//! Reports time to Ready, API requests per resource by verb, writes in an idle window, reconcile
-//! latency, memory and CPU, and the floor: a bare client making the same child and status writes.
-//! Time to Ready is polled by listing every 0.5 s up to 1 000 agents; beyond, the controllers'
-//! `kaos_resources` gauges (refreshed every 5 s) decide when to list, so it is exact to ~5 s.
+//! with the deployment simulator and RBAC, reconciled by the three real controller binaries, the
+//! Agents listing each other in one of several peer topologies. Per topology and N it reports:
+//! time to Ready (and wired to the peers) against the floor (a bare client making the same child
+//! and status writes), the agent controller's reconciles and writes per Agent, Deployment writes
+//! against rollouts, reconciles and writes in an idle window, resident memory per cached object,
+//! and what switching every ModelAPI from Proxy to Hosted costs; plus requests per resource,
+//! reconcile latency, memory and CPU per controller.
 //!
 //!   scripts/build-static.sh target/bench agent-controller modelapi-controller mcpserver-controller kaos-testkit
-//!   KAOS_BIN_DIR=$PWD/target/bench cargo run -p kaos-bench -- --agents 100 --agents 1000 --agents 10000
+//!   KAOS_BIN_DIR=$PWD/target/bench cargo run -p kaos-bench -- --agents 100 --topology star --out bench.md
 //! (the driver may be a debug build: the measured processes are the release binaries it runs)
+
+mod measure;
+mod report;
+mod workload;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Parser;
-use futures::{StreamExt, stream};
-use kaos_tests::processes::{ChartCluster, Scratch, sample, scrape};
-use kube::api::{Api, ListParams, Patch, PatchParams};
-use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
-use serde_json::{Value, json};
+use kaos_tests::processes::{ChartCluster, Scratch, scrape};
+use kube::api::{Api, ListParams};
+use kube::core::DynamicObject;
+use serde_json::Value;
+
+use measure::{AGENT_CONTROLLER, agent_deployments, controller, env_var, is_write, time};
+use report::{Change, ControllerStats, Outcome, Report};
+use workload::{Topology, Workload, kaos};
 
 #[derive(Parser)]
 struct Args {
-    /// Agent counts to measure, one run each.
+    /// Agent counts to measure (repeatable); one run per count and topology.
     #[arg(long = "agents", default_values_t = [100])]
     agents: Vec<usize>,
+    /// Peer topologies to measure (repeatable); all of them by default.
+    #[arg(long = "topology", value_enum)]
+    topologies: Vec<Topology>,
     /// Seconds of the idle window after convergence.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = 30)]
     idle: u64,
+    /// Seconds a run may wait for convergence, and again for the ModelAPI change to propagate.
+    #[arg(long, default_value_t = 600)]
+    timeout: u64,
     /// Concurrent requests of the loader and of the floor client.
     #[arg(long, default_value_t = 16)]
     concurrency: usize,
+    /// Also write the tables to this file.
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
 }
 
-struct Report {
-    agents: usize,
-    shared: usize,
-    converge: Duration,
-    floor: Duration,
-    requests: BTreeMap<String, BTreeMap<String, u64>>,
-    idle_writes: usize,
-    latency: BTreeMap<String, (f64, f64)>,
-    memory: BTreeMap<String, (f64, f64)>,
-    cpu: BTreeMap<String, f64>,
-}
-
-fn kaos(kind: &str) -> ApiResource {
-    ApiResource::from_gvk(&GroupVersionKind::gvk("kaos.tools", "v1alpha1", kind))
-}
-
-fn objects(agents: usize, shared: usize) -> Vec<(ApiResource, Value)> {
-    let mut out = Vec::new();
-    for i in 0..shared {
-        out.push((kaos("ModelAPI"), json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "ModelAPI", "metadata": {"name": format!("llm-{i}")},
-            "spec": {"mode": "Proxy", "proxyConfig": {"models": ["*"]}}})));
-        out.push((kaos("MCPServer"), json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "MCPServer", "metadata": {"name": format!("tools-{i}")},
-            "spec": {"runtime": "python-string", "params": "x = 1"}})));
+/// Polling interval: listing everything is cheap up to 1 000 agents.
+fn poll(agents: usize) -> Duration {
+    if agents <= 1000 {
+        Duration::from_millis(500)
+    } else {
+        Duration::from_secs(5)
     }
-    for i in 0..agents {
-        let dependency = i % shared;
-        out.push((kaos("Agent"), json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "Agent", "metadata": {"name": format!("agent-{i}")},
-            "spec": {"modelAPI": format!("llm-{dependency}"), "model": "gpt-4o", "mcpServers": [format!("tools-{dependency}")],
-                     "config": {"instructions": "benchmark"}}})));
-    }
-    out
 }
 
-async fn apply_all(
-    client: &kube::Client,
-    objects: Vec<(ApiResource, Value)>,
-    concurrency: usize,
-) -> anyhow::Result<()> {
-    let results: Vec<anyhow::Result<()>> = stream::iter(objects)
-        .map(|(resource, object)| {
-            let client = client.clone();
-            async move {
-                let api: Api<DynamicObject> = Api::namespaced_with(client, "default", &resource);
-                let name = object["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or("")
-                    .to_string();
-                api.patch(
-                    &name,
-                    &PatchParams::apply("kaos-bench").force(),
-                    &Patch::Apply(&object),
-                )
-                .await?;
-                Ok(())
-            }
-        })
-        .buffer_unordered(concurrency)
-        .collect()
-        .await;
-    results.into_iter().collect()
+/// The credential the agent controller authenticates with, as the audit log names it.
+fn agent_client(cluster: &ChartCluster) -> String {
+    cluster
+        .controllers
+        .iter()
+        .find(|(b, _)| b == AGENT_CONTROLLER)
+        .map(|(_, replicas)| replicas[0].client.clone())
+        .unwrap_or_default()
 }
 
-/// Resources Ready, from the controllers' own `kaos_resources` gauges (updated every 5 s): cheap
-/// to poll at 10 000 resources, unlike listing them all.
-async fn ready_from_metrics(cluster: &ChartCluster) -> usize {
-    let mut ready = 0.0;
-    for (binary, replicas) in &cluster.controllers {
-        let kind = match binary.as_str() {
-            "agent-controller" => "Agent",
-            "modelapi-controller" => "ModelAPI",
-            _ => "MCPServer",
+/// Waits until every resource is Ready and every agent Deployment lists exactly its peers.
+async fn converge(
+    cluster: &ChartCluster,
+    workload: &Workload,
+    started: Instant,
+    timeout: Duration,
+) -> anyhow::Result<Outcome> {
+    let total = workload.resources();
+    loop {
+        let elapsed = started.elapsed();
+        // Beyond 1 000 agents the gauges (refreshed every 5 s) say when a listing is worth it.
+        let gauges = if workload.agents > 1000 {
+            Some(measure::ready_from_metrics(cluster).await)
+        } else {
+            None
         };
-        let metrics = scrape(replicas[0].process.metrics_port).await;
-        ready += sample(
-            &metrics,
-            &format!("kaos_resources{{kind=\"{kind}\",phase=\"Ready\"}}"),
-        );
-    }
-    ready as usize
-}
-
-/// Resources Ready, by listing them (the exact check once the gauges say all are).
-async fn ready_count(client: &kube::Client) -> anyhow::Result<usize> {
-    let mut ready = 0;
-    for kind in ["Agent", "ModelAPI", "MCPServer"] {
-        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &kaos(kind));
-        ready += api
-            .list(&ListParams::default())
-            .await?
-            .items
-            .iter()
-            .filter(|o| o.data.pointer("/status/ready") == Some(&Value::Bool(true)))
-            .count();
-    }
-    Ok(ready)
-}
-
-/// p50 and p99 from a Prometheus histogram's cumulative buckets.
-fn quantiles(metrics: &str, family: &str) -> (f64, f64) {
-    let mut buckets: Vec<(f64, f64)> = metrics
-        .lines()
-        .filter(|l| l.starts_with(&format!("{family}_bucket{{")))
-        .filter_map(|l| {
-            let le = l.split("le=\"").nth(1)?.split('"').next()?;
-            let bound = if le == "+Inf" {
-                f64::INFINITY
-            } else {
-                le.parse().ok()?
-            };
-            Some((bound, l.rsplit(' ').next()?.parse().ok()?))
-        })
-        .collect();
-    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let total = buckets.last().map_or(0.0, |b| b.1);
-    let at = |q: f64| {
-        buckets
-            .iter()
-            .find(|(_, count)| *count >= q * total)
-            .map_or(f64::NAN, |(bound, _)| *bound)
-    };
-    (at(0.5), at(0.99))
-}
-
-/// (peak resident MiB, CPU seconds) of a process from /proc.
-fn process_usage(pid: u32) -> (f64, f64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let peak_kb: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0.0);
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let ticks = |i: usize| {
-        fields
-            .get(i - 3)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (peak_kb / 1024.0, (ticks(14) + ticks(15)) / 100.0)
-}
-
-/// The floor: the child and status writes the controllers make, sent by a bare client.
-async fn floor(
-    client: &kube::Client,
-    agents: usize,
-    shared: usize,
-    concurrency: usize,
-) -> anyhow::Result<Duration> {
-    let deployments = ApiResource::from_gvk(&GroupVersionKind::gvk("apps", "v1", "Deployment"));
-    let services = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Service"));
-    let mut writes = Vec::new();
-    for i in 0..(agents + 2 * shared) {
-        let name = format!("floor-{i}");
-        writes.push((deployments.clone(), json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "labels": {"app": "floor"}},
-            "spec": {"selector": {"matchLabels": {"app": name}}, "template": {"metadata": {"labels": {"app": name}},
-                     "spec": {"containers": [{"name": "c", "image": "i", "env": [{"name": "A", "value": "1"}]}]}}}})));
-        writes.push((
-            services.clone(),
-            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
-            "spec": {"selector": {"app": name}, "ports": [{"name": "http", "port": 8000}]}}),
-        ));
-    }
-    let started = Instant::now();
-    apply_all(client, writes, concurrency).await?;
-    // Two status writes per resource (Pending, then Ready), as the controllers make.
-    let statuses: Vec<(usize, u32)> = (0..(agents + 2 * shared))
-        .flat_map(|i| [(i, 0), (i, 1)])
-        .collect();
-    let results: Vec<Result<DynamicObject, kube::Error>> = stream::iter(statuses)
-        .map(|(i, round)| {
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(client.clone(), "default", &deployments);
-            async move {
-                let body = json!({"status": {"observedGeneration": 1, "replicas": round}});
-                api.patch_status(
-                    &format!("floor-{i}"),
-                    &PatchParams::default(),
-                    &Patch::Merge(&body),
-                )
-                .await
+        let ready = match gauges {
+            Some(ready) if ready < total => ready,
+            _ => measure::ready_count(&cluster.admin).await?,
+        };
+        let mut progress = format!("{ready}/{total} Ready");
+        if ready == total {
+            let wired = measure::wired(workload, &agent_deployments(&cluster.admin).await?);
+            if wired == workload.agents {
+                return Ok(Outcome::Done(elapsed));
             }
-        })
-        .buffer_unordered(concurrency)
-        .collect()
-        .await;
-    for r in results {
-        r?;
+            progress.push_str(&format!(
+                ", {wired}/{} wired to their peers",
+                workload.agents
+            ));
+        }
+        if elapsed >= timeout {
+            return Ok(Outcome::TimedOut {
+                progress,
+                after: elapsed,
+            });
+        }
+        tokio::time::sleep(poll(workload.agents)).await;
     }
-    Ok(started.elapsed())
 }
 
-async fn run(agents: usize, args: &Args) -> anyhow::Result<Report> {
-    let shared = (agents / 100).max(1);
-    let scratch = Scratch::new(&format!("bench-{agents}"));
-    let cluster = ChartCluster::start(
+/// Switches every ModelAPI to Hosted and measures until every agent Deployment's
+/// `MODEL_API_URL` has moved off its ModelAPI's previous endpoint.
+async fn change(
+    cluster: &ChartCluster,
+    workload: &Workload,
+    timeout: Duration,
+) -> anyhow::Result<Change> {
+    let admin = &cluster.admin;
+    let client = agent_client(cluster);
+    let model_apis: Api<DynamicObject> =
+        Api::namespaced_with(admin.clone(), "default", &kaos("ModelAPI"));
+    let previous: BTreeMap<String, String> = model_apis
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .map(|m| {
+            let endpoint = m.data.pointer("/status/endpoint").and_then(Value::as_str);
+            let endpoint = endpoint.unwrap_or("").to_string();
+            (m.metadata.name.unwrap_or_default(), endpoint)
+        })
+        .collect();
+    let rollouts_before = measure::generations(&agent_deployments(admin).await?);
+    let from = cluster.audit().await.len();
+    workload::switch_to_hosted(admin, workload.shared).await?;
+    let started = Instant::now();
+    let outcome = loop {
+        let elapsed = started.elapsed();
+        let moved = agent_deployments(admin)
+            .await?
+            .iter()
+            .filter(|(agent, d)| {
+                let old = workload.model_api.get(agent).and_then(|m| previous.get(m));
+                env_var(d, "MODEL_API_URL")
+                    .is_some_and(|url| !url.is_empty() && Some(url) != old.map(String::as_str))
+            })
+            .count();
+        if moved == workload.agents {
+            break Outcome::Done(elapsed);
+        }
+        if elapsed >= timeout {
+            break Outcome::TimedOut {
+                progress: format!("{moved}/{} Deployments moved", workload.agents),
+                after: elapsed,
+            };
+        }
+        tokio::time::sleep(poll(workload.agents) / 2).await;
+    };
+    let deployment_writes = |records: &[Value]| -> Vec<Value> {
+        records
+            .iter()
+            .filter(|r| is_write(r) && r["client"] == client.as_str())
+            .filter(|r| r["resource"] == "deployments" && r["subresource"] == "")
+            .cloned()
+            .collect()
+    };
+    let snapshot = cluster.audit().await;
+    let patched = snapshot[from..]
+        .iter()
+        .find(|r| is_write(r) && r["resource"] == "modelapis")
+        .and_then(time);
+    let last = deployment_writes(&snapshot[from..])
+        .iter()
+        .filter_map(time)
+        .max();
+    let last_write = match (patched, outcome.done(), last) {
+        (Some(patched), Some(_), Some(last)) => {
+            Duration::try_from(last.duration_since(patched)).ok()
+        }
+        _ => None,
+    };
+    // Stragglers: writes that come after every Deployment has moved still count.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let audit = cluster.audit().await;
+    Ok(Change {
+        outcome,
+        last_write,
+        deployment_writes: deployment_writes(&audit[from..]).len(),
+        rollouts: measure::generations(&agent_deployments(admin).await?) - rollouts_before,
+    })
+}
+
+/// Stops the controllers (SIGTERM, then kill after 10 s), so the floor runs on a quiet server
+/// whatever the controllers were still doing.
+async fn stop_controllers(cluster: &mut ChartCluster) {
+    let replicas = || cluster.controllers.iter().flat_map(|(_, r)| r.iter());
+    for replica in replicas() {
+        replica.process.sigterm();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for (_, replicas) in &mut cluster.controllers {
+        for replica in replicas.iter_mut() {
+            while replica.process.is_running() && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            let _ = replica.process.child.kill();
+            let _ = replica.process.child.wait();
+        }
+    }
+}
+
+async fn run(topology: Topology, agents: usize, args: &Args) -> anyhow::Result<Report> {
+    let workload = Workload::new(topology, agents);
+    let timeout = Duration::from_secs(args.timeout);
+    let scratch = Scratch::new(&format!("bench-{}-{agents}", topology.name()));
+    let mut cluster = ChartCluster::start(
         &scratch,
         &["--watch-history", "200000"],
         1,
@@ -239,154 +224,141 @@ async fn run(agents: usize, args: &Args) -> anyhow::Result<Report> {
     )
     .await;
     let admin = cluster.admin.clone();
+    let (agent_port, agent_pid) = controller(&cluster, AGENT_CONTROLLER);
+    let client = agent_client(&cluster);
+    let rss_baseline_kib = measure::baseline_rss(&cluster).await;
+
     let started = Instant::now();
-    apply_all(&admin, objects(agents, shared), args.concurrency)
+    workload::apply_all(&admin, workload.objects(), args.concurrency)
         .await
         .context("creating the resources")?;
-    let total = agents + 2 * shared;
-    let mut converge;
-    loop {
-        converge = started.elapsed();
-        // Listing everything every half second is cheap up to 1 000 agents; beyond, the gauges
-        // say when a (costly) listing is worth it.
-        let worth_listing = agents <= 1000 || ready_from_metrics(&cluster).await >= total;
-        if worth_listing && ready_count(&admin).await? == total {
-            break;
-        }
-        anyhow::ensure!(
-            started.elapsed() < Duration::from_secs(3600),
-            "not converged within an hour"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    let idle_from = cluster.audit().await.len();
-    tokio::time::sleep(Duration::from_secs(args.idle)).await;
+    let converge = converge(&cluster, &workload, started, timeout).await?;
     let audit = cluster.audit().await;
-    let writes = |r: &&Value| {
-        matches!(
-            r["verb"].as_str(),
-            Some("create" | "update" | "patch" | "delete")
-        )
-    };
+    let reconciles = measure::reconciles(&scrape(agent_port).await);
+    let writes = measure::writes_by_target(&audit, Some(&client));
+    let rollouts = measure::generations(&agent_deployments(&admin).await?);
+
+    eprintln!(
+        "kaos-bench: {} × {agents}: idle {} s …",
+        topology.name(),
+        args.idle
+    );
+    tokio::time::sleep(Duration::from_secs(args.idle)).await;
+    let idle_audit = cluster.audit().await;
+    let idle_writes = measure::writes_by_target(&idle_audit[audit.len()..], None);
+    let idle_reconciles = measure::reconciles(&scrape(agent_port).await) - reconciles;
+    let rss_end_kib = measure::resident_kib(agent_pid);
+    let cached_objects = workload.resources()
+        + agent_deployments(&admin).await?.len()
+        + measure::agent_services(&admin).await?;
+
     let controller_clients: BTreeMap<String, String> = cluster
         .controllers
         .iter()
-        .flat_map(|(binary, replicas)| {
-            replicas
-                .iter()
-                .map(move |r| (r.client.clone(), binary.clone()))
-        })
+        .map(|(binary, replicas)| (replicas[0].client.clone(), binary.clone()))
         .collect();
-    let idle_writes = audit[idle_from..]
-        .iter()
-        .filter(writes)
-        .filter(|r| controller_clients.contains_key(r["client"].as_str().unwrap_or("")))
-        .filter(|r| r["resource"] != "leases")
-        .count();
-    let mut requests: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
-    for record in &audit[..idle_from] {
-        if let Some(binary) = controller_clients.get(record["client"].as_str().unwrap_or("")) {
-            *requests
-                .entry(binary.clone())
-                .or_default()
-                .entry(record["verb"].as_str().unwrap_or("").to_string())
-                .or_default() += 1;
-        }
-    }
-    let mut latency = BTreeMap::new();
-    let mut memory = BTreeMap::new();
-    let mut cpu = BTreeMap::new();
+    let mut controllers: BTreeMap<String, ControllerStats> = BTreeMap::new();
     for (binary, replicas) in &cluster.controllers {
         let metrics = scrape(replicas[0].process.metrics_port).await;
-        latency.insert(
+        let (peak, cpu) = measure::process_usage(replicas[0].process.pid());
+        let resident = kaos_tests::processes::sample(&metrics, "process_resident_memory_bytes");
+        controllers.insert(
             binary.clone(),
-            quantiles(&metrics, "controller_runtime_reconcile_time_seconds"),
+            ControllerStats {
+                requests: BTreeMap::new(),
+                latency: measure::quantiles(&metrics, "controller_runtime_reconcile_time_seconds"),
+                memory: (peak, resident / (1024.0 * 1024.0)),
+                cpu,
+            },
         );
-        let (peak, seconds) = process_usage(replicas[0].process.pid());
-        let resident = sample(&metrics, "process_resident_memory_bytes") / (1024.0 * 1024.0);
-        memory.insert(binary.clone(), (peak, resident));
-        cpu.insert(binary.clone(), seconds);
     }
-    let floor = floor(&admin, agents, shared, args.concurrency).await?;
-    Ok(Report {
-        agents,
-        shared,
-        converge,
-        floor,
-        requests,
-        idle_writes,
-        latency,
-        memory,
-        cpu,
-    })
-}
-
-fn markdown(reports: &[Report], idle: u64) -> String {
-    let mut out = String::from(
-        "| agents | ModelAPIs + MCPServers | time to Ready | floor | ratio | idle writes | \n|---|---|---|---|---|---|\n",
-    );
-    for r in reports {
-        out.push_str(&format!(
-            "| {} | {} + {} | {:.1} s | {:.1} s | {:.1}× | {} in {idle} s |\n",
-            r.agents,
-            r.shared,
-            r.shared,
-            r.converge.as_secs_f64(),
-            r.floor.as_secs_f64(),
-            r.converge.as_secs_f64() / r.floor.as_secs_f64().max(0.001),
-            r.idle_writes
-        ));
-    }
-    out.push_str("\n| agents | controller | requests by verb (per resource) | reconcile p50 / p99 | peak RSS / RSS at end | CPU |\n|---|---|---|---|---|---|\n");
-    for r in reports {
-        let resources = |binary: &str| {
-            if binary == "agent-controller" {
-                r.agents
-            } else {
-                r.shared
-            }
+    for record in &audit {
+        let Some(binary) = controller_clients.get(record["client"].as_str().unwrap_or("")) else {
+            continue;
         };
-        for (binary, verbs) in &r.requests {
-            let per: Vec<String> = verbs
-                .iter()
-                .map(|(v, n)| format!("{v} {:.2}", *n as f64 / resources(binary) as f64))
-                .collect();
-            let (p50, p99) = r.latency.get(binary).copied().unwrap_or_default();
-            let (peak, end) = r.memory.get(binary).copied().unwrap_or_default();
-            out.push_str(&format!(
-                "| {} | {binary} | {} | ≤ {p50} s / ≤ {p99} s | {peak:.0} MiB / {end:.0} MiB | {:.1} s |\n",
-                r.agents, per.join(", "), r.cpu.get(binary).copied().unwrap_or_default()
-            ));
+        let resources = if binary == AGENT_CONTROLLER {
+            workload.agents
+        } else {
+            workload.shared
+        };
+        if let Some(stats) = controllers.get_mut(binary) {
+            let verb = record["verb"].as_str().unwrap_or("").to_string();
+            *stats.requests.entry(verb).or_default() += 1.0 / resources as f64;
         }
     }
-    out
+
+    eprintln!(
+        "kaos-bench: {} × {agents}: ModelAPI change …",
+        topology.name()
+    );
+    let change = change(&cluster, &workload, timeout).await?;
+    stop_controllers(&mut cluster).await;
+    let floor = workload::floor(&admin, workload.resources(), args.concurrency).await?;
+    Ok(Report {
+        topology,
+        agents,
+        converge,
+        floor,
+        reconciles,
+        writes,
+        rollouts,
+        idle_reconciles,
+        idle_writes,
+        rss_baseline_kib,
+        rss_end_kib,
+        cached_objects,
+        change,
+        controllers,
+    })
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    let mut args = Args::parse();
+    if args.topologies.is_empty() {
+        args.topologies = Topology::ALL.to_vec();
+    }
     let mut reports = Vec::new();
     for &agents in &args.agents {
-        eprintln!("kaos-bench: {agents} agents …");
-        let report = run(agents, &args).await?;
-        eprintln!(
-            "kaos-bench: {agents} agents ready in {:.1} s (floor {:.1} s)",
-            report.converge.as_secs_f64(),
-            report.floor.as_secs_f64()
-        );
-        reports.push(report);
+        for &topology in &args.topologies {
+            eprintln!("kaos-bench: {} × {agents} agents …", topology.name());
+            match run(topology, agents, &args).await {
+                Ok(report) => {
+                    let time = match &report.converge {
+                        Outcome::Done(d) => format!("ready in {:.1} s", d.as_secs_f64()),
+                        Outcome::TimedOut { progress, after } => format!(
+                            "not converged: {progress} after {:.0} s",
+                            after.as_secs_f64()
+                        ),
+                    };
+                    eprintln!(
+                        "kaos-bench: {} × {agents}: {time} (floor {:.1} s)",
+                        topology.name(),
+                        report.floor.as_secs_f64()
+                    );
+                    reports.push(report);
+                }
+                Err(e) => eprintln!("kaos-bench: {} × {agents} failed: {e:#}", topology.name()),
+            }
+        }
     }
-    println!("{}", markdown(&reports, args.idle));
+    let tables = report::markdown(&reports, args.idle);
+    println!("{tables}");
+    if let Some(path) = &args.out {
+        std::fs::write(path, &tables).with_context(|| format!("writing {}", path.display()))?;
+    }
     // convergence time against N, for the chart in docs/benchmarks.md
     let points: Vec<String> = reports
         .iter()
-        .map(|r| {
-            format!(
-                "{} {:.2} {:.2}",
+        .filter_map(|r| {
+            let converge = r.converge.done()?;
+            Some(format!(
+                "{} {} {:.2} {:.2}",
+                r.topology.name(),
                 r.agents,
-                r.converge.as_secs_f64(),
+                converge.as_secs_f64(),
                 r.floor.as_secs_f64()
-            )
+            ))
         })
         .collect();
     eprintln!("points: {}", points.join("; "));

@@ -1,0 +1,192 @@
+//! The results of a run and their markdown tables.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::time::Duration;
+
+use crate::workload::Topology;
+
+/// Whether something finished within the run's timeout.
+#[derive(Clone, Debug)]
+pub enum Outcome {
+    Done(Duration),
+    /// Not finished after `after`; `progress` says how far it got (e.g. `95/102 Ready`).
+    TimedOut {
+        progress: String,
+        after: Duration,
+    },
+}
+
+impl Outcome {
+    pub fn done(&self) -> Option<Duration> {
+        match self {
+            Outcome::Done(d) => Some(*d),
+            Outcome::TimedOut { .. } => None,
+        }
+    }
+}
+
+/// The ModelAPI change (Proxy to Hosted) and what it caused.
+pub struct Change {
+    /// All agent Deployments carry the new `MODEL_API_URL`.
+    pub outcome: Outcome,
+    /// From the patch to the last agent Deployment write (audit times).
+    pub last_write: Option<Duration>,
+    /// Agent Deployment writes from the patch until 5 s after the last Deployment moved.
+    pub deployment_writes: usize,
+    /// Increase of the agent Deployments' generations: the rollouts.
+    pub rollouts: i64,
+}
+
+pub struct ControllerStats {
+    /// Requests by verb until Ready, per resource it reconciles.
+    pub requests: BTreeMap<String, f64>,
+    pub latency: (f64, f64),
+    /// (peak, at end) resident MiB.
+    pub memory: (f64, f64),
+    pub cpu: f64,
+}
+
+pub struct Report {
+    pub topology: Topology,
+    pub agents: usize,
+    /// All resources Ready and every agent Deployment wired to its peers.
+    pub converge: Outcome,
+    pub floor: Duration,
+    /// The agent controller's reconciles until Ready (or the timeout).
+    pub reconciles: f64,
+    /// The agent controller's writes until Ready, by `resource[/subresource]`.
+    pub writes: BTreeMap<String, usize>,
+    /// Sum of the agent Deployments' generations when Ready.
+    pub rollouts: i64,
+    pub idle_reconciles: f64,
+    /// Writes in the idle window (Leases excluded), by `resource[/subresource]`.
+    pub idle_writes: BTreeMap<String, usize>,
+    pub rss_baseline_kib: f64,
+    pub rss_end_kib: f64,
+    pub cached_objects: usize,
+    pub change: Change,
+    pub controllers: BTreeMap<String, ControllerStats>,
+}
+
+fn seconds(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
+
+fn ratio(a: Duration, floor: Duration) -> String {
+    format!("{:.1}×", a.as_secs_f64() / floor.as_secs_f64().max(0.001))
+}
+
+impl Report {
+    fn per_agent(&self, n: f64) -> String {
+        format!("{:.2}", n / self.agents as f64)
+    }
+
+    fn agent_writes(&self, target: &str) -> String {
+        self.per_agent(self.writes.get(target).copied().unwrap_or(0) as f64)
+    }
+}
+
+pub fn markdown(reports: &[Report], idle: u64) -> String {
+    let mut out = String::new();
+    out.push_str(
+        "| topology | agents | time to Ready | floor | ratio | reconciles / agent | writes / agent: Deployment, Service, Agent status, Agent, Events | Deployment writes / rollouts |\n\
+         |---|---|---|---|---|---|---|---|\n",
+    );
+    for r in reports {
+        let (time, ratio_text) = match &r.converge {
+            Outcome::Done(d) => (seconds(*d), ratio(*d, r.floor)),
+            Outcome::TimedOut { progress, after } => (
+                format!(
+                    "not converged: {progress} after {:.0} s",
+                    after.as_secs_f64()
+                ),
+                "–".into(),
+            ),
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {time} | {} | {ratio_text} | {} | {}, {}, {}, {}, {} | {} / {} |",
+            r.topology.name(),
+            r.agents,
+            seconds(r.floor),
+            r.per_agent(r.reconciles),
+            r.agent_writes("deployments"),
+            r.agent_writes("services"),
+            r.agent_writes("agents/status"),
+            r.agent_writes("agents"),
+            r.agent_writes("events"),
+            r.writes.get("deployments").copied().unwrap_or(0),
+            r.rollouts,
+        );
+    }
+    let _ = write!(
+        out,
+        "\n| topology | agents | idle {idle} s: reconciles | idle {idle} s: writes | agent controller RSS / cached object | ModelAPI change: Deployment writes / rollouts | change: patch to last Deployment write | change / floor |\n\
+         |---|---|---|---|---|---|---|---|\n"
+    );
+    for r in reports {
+        let idle_writes: usize = r.idle_writes.values().sum();
+        let idle_detail = if idle_writes == 0 {
+            "0".to_string()
+        } else {
+            let by: Vec<String> = r
+                .idle_writes
+                .iter()
+                .map(|(t, n)| format!("{t} {n}"))
+                .collect();
+            format!("{idle_writes} ({})", by.join(", "))
+        };
+        let per_object = (r.rss_end_kib - r.rss_baseline_kib) / (r.cached_objects.max(1) as f64);
+        let change = &r.change;
+        let (time, ratio_text) = match (&change.outcome, change.last_write) {
+            (Outcome::Done(_), Some(t)) => (seconds(t), ratio(t, r.floor)),
+            (Outcome::Done(_), None) => ("no Deployment write".into(), "–".into()),
+            (Outcome::TimedOut { progress, after }, _) => (
+                format!(
+                    "not converged: {progress} after {:.0} s",
+                    after.as_secs_f64()
+                ),
+                "–".into(),
+            ),
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.0} | {idle_detail} | {per_object:.1} KiB ({:.1} → {:.1} MiB, {} objects) | {} / {} | {time} | {ratio_text} |",
+            r.topology.name(),
+            r.agents,
+            r.idle_reconciles,
+            r.rss_baseline_kib / 1024.0,
+            r.rss_end_kib / 1024.0,
+            r.cached_objects,
+            change.deployment_writes,
+            change.rollouts,
+        );
+    }
+    out.push_str(
+        "\n| topology | agents | controller | requests by verb until Ready (per resource) | reconcile p50 / p99 | peak RSS / RSS at end | CPU |\n\
+         |---|---|---|---|---|---|---|\n",
+    );
+    for r in reports {
+        for (binary, stats) in &r.controllers {
+            let per: Vec<String> = stats
+                .requests
+                .iter()
+                .map(|(verb, n)| format!("{verb} {n:.2}"))
+                .collect();
+            let _ = writeln!(
+                out,
+                "| {} | {} | {binary} | {} | ≤ {} s / ≤ {} s | {:.0} MiB / {:.0} MiB | {:.1} s |",
+                r.topology.name(),
+                r.agents,
+                per.join(", "),
+                stats.latency.0,
+                stats.latency.1,
+                stats.memory.0,
+                stats.memory.1,
+                stats.cpu,
+            );
+        }
+    }
+    out
+}

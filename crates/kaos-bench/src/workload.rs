@@ -1,0 +1,282 @@
+//! What a run creates: M ModelAPIs, M MCPServers and N Agents wired to each other in one of the
+//! peer topologies, the ModelAPI change made after the idle window, and the floor's writes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, stream};
+use kube::api::{Api, Patch, PatchParams};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use serde_json::{Value, json};
+
+/// The model every Agent asks for: served by the ModelAPIs both as a Proxy (`*`) and once
+/// switched to Hosted (`hostedConfig.model`).
+pub const MODEL: &str = "gpt-4o";
+
+/// How the Agents list each other in `spec.agentNetwork.access`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Topology {
+    /// No peers.
+    None,
+    /// Groups of 10: the first lists the 9 others.
+    Star,
+    /// Groups of 10: agent i lists agent i+1.
+    Chain,
+    /// Pairs that list each other.
+    Pairs,
+    /// Groups of 20: everyone lists everyone else.
+    Mesh,
+    /// Every agent lists itself.
+    #[value(name = "self")]
+    SelfPeer,
+}
+
+impl Topology {
+    pub const ALL: [Topology; 6] = [
+        Topology::None,
+        Topology::Star,
+        Topology::Chain,
+        Topology::Pairs,
+        Topology::Mesh,
+        Topology::SelfPeer,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Topology::None => "none",
+            Topology::Star => "star",
+            Topology::Chain => "chain",
+            Topology::Pairs => "pairs",
+            Topology::Mesh => "mesh",
+            Topology::SelfPeer => "self",
+        }
+    }
+
+    /// The indexes of the agents agent `i` (of `n`) lists.
+    pub fn peers(self, i: usize, n: usize) -> Vec<usize> {
+        let group = |size: usize| (i / size * size)..((i / size + 1) * size).min(n);
+        match self {
+            Topology::None => vec![],
+            Topology::Star => {
+                let members = group(10);
+                if i == members.start {
+                    members.skip(1).collect()
+                } else {
+                    vec![]
+                }
+            }
+            Topology::Chain => (i + 1 < group(10).end)
+                .then_some(i + 1)
+                .into_iter()
+                .collect(),
+            Topology::Pairs => {
+                let other = i ^ 1;
+                (other < n).then_some(other).into_iter().collect()
+            }
+            Topology::Mesh => group(20).filter(|&j| j != i).collect(),
+            Topology::SelfPeer => vec![i],
+        }
+    }
+}
+
+pub fn kaos(kind: &str) -> ApiResource {
+    ApiResource::from_gvk(&GroupVersionKind::gvk("kaos.tools", "v1alpha1", kind))
+}
+
+pub fn deployments() -> ApiResource {
+    ApiResource::from_gvk(&GroupVersionKind::gvk("apps", "v1", "Deployment"))
+}
+
+pub fn services() -> ApiResource {
+    ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Service"))
+}
+
+pub fn agent_name(i: usize) -> String {
+    format!("agent-{i}")
+}
+
+/// The resources of one run and the wiring the controllers should end with.
+pub struct Workload {
+    pub agents: usize,
+    /// M: ModelAPIs, and MCPServers.
+    pub shared: usize,
+    /// Agent name → the names it lists.
+    pub peers: BTreeMap<String, BTreeSet<String>>,
+    /// Agent name → its ModelAPI.
+    pub model_api: BTreeMap<String, String>,
+}
+
+impl Workload {
+    pub fn new(topology: Topology, agents: usize) -> Self {
+        let shared = (agents / 100).max(1);
+        let peers = (0..agents)
+            .map(|i| {
+                let listed = topology.peers(i, agents).into_iter().map(agent_name);
+                (agent_name(i), listed.collect())
+            })
+            .collect();
+        let model_api = (0..agents)
+            .map(|i| (agent_name(i), format!("llm-{}", i % shared)))
+            .collect();
+        Self {
+            agents,
+            shared,
+            peers,
+            model_api,
+        }
+    }
+
+    /// Agents + ModelAPIs + MCPServers.
+    pub fn resources(&self) -> usize {
+        self.agents + 2 * self.shared
+    }
+
+    pub fn objects(&self) -> Vec<(ApiResource, Value)> {
+        let mut out = Vec::new();
+        for i in 0..self.shared {
+            out.push((kaos("ModelAPI"), json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "ModelAPI", "metadata": {"name": format!("llm-{i}")},
+                "spec": {"mode": "Proxy", "proxyConfig": {"models": ["*"]}}})));
+            out.push((kaos("MCPServer"), json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "MCPServer", "metadata": {"name": format!("tools-{i}")},
+                "spec": {"runtime": "python-string", "params": "x = 1"}})));
+        }
+        for i in 0..self.agents {
+            let name = agent_name(i);
+            let mut spec = json!({"modelAPI": self.model_api[&name], "model": MODEL,
+                "mcpServers": [format!("tools-{}", i % self.shared)], "config": {"instructions": "benchmark"}});
+            let peers = &self.peers[&name];
+            if !peers.is_empty() {
+                spec["agentNetwork"] = json!({"access": peers});
+            }
+            out.push((
+                kaos("Agent"),
+                json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "Agent", "metadata": {"name": name}, "spec": spec}),
+            ));
+        }
+        out
+    }
+}
+
+/// Server-side applies `objects` in namespace `default`, `concurrency` at a time.
+pub async fn apply_all(
+    client: &kube::Client,
+    objects: Vec<(ApiResource, Value)>,
+    concurrency: usize,
+) -> anyhow::Result<()> {
+    let results: Vec<anyhow::Result<()>> = stream::iter(objects)
+        .map(|(resource, object)| {
+            let client = client.clone();
+            async move {
+                let api: Api<DynamicObject> = Api::namespaced_with(client, "default", &resource);
+                let name = object["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string();
+                api.patch(
+                    &name,
+                    &PatchParams::apply("kaos-bench").force(),
+                    &Patch::Apply(&object),
+                )
+                .await?;
+                Ok(())
+            }
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+    results.into_iter().collect()
+}
+
+/// The ModelAPI change: every ModelAPI from Proxy to Hosted (serving [`MODEL`]), which moves
+/// their endpoint to another port and so every Agent's `MODEL_API_URL`.
+pub async fn switch_to_hosted(client: &kube::Client, shared: usize) -> anyhow::Result<()> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &kaos("ModelAPI"));
+    let body =
+        json!({"spec": {"mode": "Hosted", "hostedConfig": {"model": MODEL}, "proxyConfig": null}});
+    for i in 0..shared {
+        api.patch(
+            &format!("llm-{i}"),
+            &PatchParams::default(),
+            &Patch::Merge(&body),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// The floor: the child and status writes the controllers make, sent by a bare client: a
+/// Deployment and a Service per resource, then two status writes per Deployment (Pending, then
+/// Ready), with the same concurrency.
+pub async fn floor(
+    client: &kube::Client,
+    resources: usize,
+    concurrency: usize,
+) -> anyhow::Result<Duration> {
+    let deployments = deployments();
+    let mut writes = Vec::new();
+    for i in 0..resources {
+        let name = format!("floor-{i}");
+        writes.push((deployments.clone(), json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "labels": {"app": "floor"}},
+            "spec": {"selector": {"matchLabels": {"app": name}}, "template": {"metadata": {"labels": {"app": name}},
+                     "spec": {"containers": [{"name": "c", "image": "i", "env": [{"name": "A", "value": "1"}]}]}}}})));
+        writes.push((
+            services(),
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+            "spec": {"selector": {"app": name}, "ports": [{"name": "http", "port": 8000}]}}),
+        ));
+    }
+    let started = Instant::now();
+    apply_all(client, writes, concurrency).await?;
+    let statuses: Vec<(usize, u32)> = (0..resources).flat_map(|i| [(i, 0), (i, 1)]).collect();
+    let results: Vec<Result<DynamicObject, kube::Error>> = stream::iter(statuses)
+        .map(|(i, round)| {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), "default", &deployments);
+            async move {
+                let body = json!({"status": {"observedGeneration": 1, "replicas": round}});
+                api.patch_status(
+                    &format!("floor-{i}"),
+                    &PatchParams::default(),
+                    &Patch::Merge(&body),
+                )
+                .await
+            }
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+    for r in results {
+        r?;
+    }
+    Ok(started.elapsed())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all(t: Topology, n: usize) -> Vec<Vec<usize>> {
+        (0..n).map(|i| t.peers(i, n)).collect()
+    }
+
+    #[test]
+    fn topologies() {
+        assert!(all(Topology::None, 5).iter().all(Vec::is_empty));
+        let star = all(Topology::Star, 12);
+        assert_eq!(star[0], (1..10).collect::<Vec<_>>());
+        assert_eq!(star[10], vec![11]);
+        assert!(star[1].is_empty() && star[11].is_empty());
+        let chain = all(Topology::Chain, 12);
+        assert_eq!((chain[0].clone(), chain[8].clone()), (vec![1], vec![9]));
+        assert!(chain[9].is_empty() && chain[11].is_empty());
+        assert_eq!(chain[10], vec![11]);
+        assert_eq!(
+            all(Topology::Pairs, 5),
+            vec![vec![1], vec![0], vec![3], vec![2], vec![]]
+        );
+        let mesh = all(Topology::Mesh, 40);
+        assert_eq!(mesh[0].len(), 19);
+        assert!(mesh[25].iter().all(|&j| (20..40).contains(&j) && j != 25));
+        assert_eq!(all(Topology::SelfPeer, 2), vec![vec![0], vec![1]]);
+    }
+}
