@@ -6,7 +6,7 @@ use kaos_api::agent::{Agent, AgentPhase};
 use kaos_api::mcpserver::MCPServer;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::error::ReconcileError;
-use kaos_runtime::reconciler::{CONFLICT_RECHECK, Core};
+use kaos_runtime::reconciler::Core;
 use kaos_runtime::stores::cached;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
@@ -85,18 +85,14 @@ async fn apply(agent: Arc<Agent>, ctx: &Context) -> Result<Action, ReconcileErro
         .then(|| ready_reason(&desired_status))
         .flatten();
     ctx.core
-        .write_status(
+        .finish(
             agent.as_ref(),
             agent.status.as_ref(),
             &desired_status,
-            problem.as_ref().map(|(r, m)| (r.as_str(), m.as_str())),
+            problem,
+            &converged,
         )
-        .await?;
-    Ok(if converged.conflicts.is_empty() {
-        Action::await_change()
-    } else {
-        Action::requeue(CONFLICT_RECHECK)
-    })
+        .await
 }
 
 fn find<'a, T>(list: &'a [(&str, Option<Arc<T>>)], name: &str) -> Option<&'a T> {

@@ -422,6 +422,40 @@ impl Core {
         Ok(true)
     }
 
+    /// The end of every reconcile: writes the status (see [`Core::write_status`]) and says
+    /// when to look again: on the next change, or every [`CONFLICT_RECHECK`] while a child's
+    /// name is taken by an object this resource does not own.
+    pub async fn finish<K, S>(
+        &self,
+        object: &K,
+        current: Option<&S>,
+        desired: &S,
+        problem: Option<(String, String)>,
+        converged: &Converged,
+    ) -> Result<Action, ReconcileError>
+    where
+        K: Primary,
+        S: Serialize + PartialEq,
+    {
+        let problem = problem.as_ref().map(|(r, m)| (r.as_str(), m.as_str()));
+        self.write_status(object, current, desired, problem).await?;
+        Ok(if converged.conflicts.is_empty() {
+            Action::await_change()
+        } else {
+            Action::requeue(CONFLICT_RECHECK)
+        })
+    }
+
+    /// The problem to report for a resource whose build failed or whose children conflict.
+    pub fn problem(
+        build_error: Option<(&str, &str)>,
+        converged: &Converged,
+    ) -> Option<(String, String)> {
+        build_error
+            .map(|(r, m)| (r.to_string(), m.to_string()))
+            .or_else(|| converged.problem().map(|(r, m)| (r.to_string(), m)))
+    }
+
     /// The error policy of every controller: log by step, count, warn, and retry with
     /// per-object backoff.
     pub fn retry_after_error<K: Primary>(&self, object: &K, error: &ReconcileError) -> Action {

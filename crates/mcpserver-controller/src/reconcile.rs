@@ -5,7 +5,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kaos_api::mcpserver::MCPServer;
 use kaos_runtime::error::ReconcileError;
-use kaos_runtime::reconciler::{CONFLICT_RECHECK, Core};
+use kaos_runtime::reconciler::Core;
 use kaos_runtime::stores::cached;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
@@ -59,24 +59,19 @@ async fn apply(s: Arc<MCPServer>, ctx: &Context) -> Result<Action, ReconcileErro
         deployment.as_deref(),
         kaos_runtime::conditions::now(),
     );
-    let problem = built
-        .as_ref()
-        .err()
-        .map(|e| (e.reason.to_string(), e.message.clone()))
-        .or(converged.problem().map(|(r, m)| (r.to_string(), m)));
+    let problem = Core::problem(
+        built.as_ref().err().map(|e| (e.reason, e.message.as_str())),
+        &converged,
+    );
     ctx.core
-        .write_status(
+        .finish(
             s.as_ref(),
             s.status.as_ref(),
             &desired_status,
-            problem.as_ref().map(|(r, m)| (r.as_str(), m.as_str())),
+            problem,
+            &converged,
         )
-        .await?;
-    Ok(if converged.conflicts.is_empty() {
-        Action::await_change()
-    } else {
-        Action::requeue(CONFLICT_RECHECK)
-    })
+        .await
 }
 
 pub fn phase_of(s: &MCPServer) -> Option<&'static str> {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::converge::{Child, ChildKind, ChildSet, WorkloadChildren};
 use kaos_runtime::error::ReconcileError;
-use kaos_runtime::reconciler::{CONFLICT_RECHECK, Core};
+use kaos_runtime::reconciler::Core;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
@@ -73,24 +73,19 @@ async fn apply(m: Arc<ModelAPI>, ctx: &Context) -> Result<Action, ReconcileError
         deployment.as_deref(),
         kaos_runtime::conditions::now(),
     );
-    let problem = built
-        .as_ref()
-        .err()
-        .map(|e| (e.reason.to_string(), e.message.clone()))
-        .or(converged.problem().map(|(r, m)| (r.to_string(), m)));
+    let problem = Core::problem(
+        built.as_ref().err().map(|e| (e.reason, e.message.as_str())),
+        &converged,
+    );
     ctx.core
-        .write_status(
+        .finish(
             m.as_ref(),
             m.status.as_ref(),
             &desired_status,
-            problem.as_ref().map(|(r, m)| (r.as_str(), m.as_str())),
+            problem,
+            &converged,
         )
-        .await?;
-    Ok(if converged.conflicts.is_empty() {
-        Action::await_change()
-    } else {
-        Action::requeue(CONFLICT_RECHECK)
-    })
+        .await
 }
 
 /// The phase of a ModelAPI, for `kaos_resources`.
