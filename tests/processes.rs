@@ -163,9 +163,13 @@ pub fn start_controller(
             "HEALTH_PROBE_BIND_ADDRESS",
             format!("127.0.0.1:{probe_port}"),
         )
-        .env("CONTROLLER_LOG_LEVEL", "info")
+        .env(
+            "CONTROLLER_LOG_LEVEL",
+            std::env::var("KAOS_TEST_LOG").unwrap_or_else(|_| "info".into()),
+        )
         .envs(env)
-        .stdout(Stdio::null())
+        // The controllers log to stdout (as controller-runtime managers do).
+        .stdout(log.try_clone().expect("log file"))
         .stderr(log)
         .spawn()
         .unwrap_or_else(|e| panic!("{binary} starts: {e}"));

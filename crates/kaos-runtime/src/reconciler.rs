@@ -88,6 +88,9 @@ pub async fn watch_routes(runtime: &Runtime, gateway_enabled: bool) -> bool {
     gateway_enabled || stores::served(&runtime.client, &http_route_resource()).await
 }
 
+/// Resolves once `store` has synced. Only for stores nothing else waits on: kube-runtime's
+/// `wait_until_ready` wakes a single waiter (a oneshot), so a second waiter on the same store
+/// (the Controller waits on its primary store) can sleep forever.
 fn ready<K>(store: &Store<K>) -> BoxFuture<'static, ()>
 where
     K: Resource + Clone + Send + Sync + 'static,
@@ -115,8 +118,15 @@ where
 {
     let client = &runtime.client;
     let (store, events) = stores::cache::<K>(client, namespace, "");
+    // The primary store's sync is seen in its own events (see `ready` for why not its store).
+    let (primary_synced, mut primary_ready) = tokio::sync::watch::channel(false);
     let primary = events
-        .inspect_ok(move |event| on_event(event))
+        .inspect_ok(move |event| {
+            if matches!(event, watcher::Event::InitDone) {
+                primary_synced.send_replace(true);
+            }
+            on_event(event)
+        })
         .touched_objects()
         .predicate_filter(spec_or_deletion::<K>, Default::default());
     let expectations = Arc::<Expectations>::default();
@@ -133,7 +143,11 @@ where
         .with_config(config)
         .owns_stream(deployment_events.touched_objects())
         .owns_stream(service_events.touched_objects());
-    let mut synced = vec![ready(&store), ready(&deployments), ready(&services)];
+    let primary_synced = async move {
+        let _ = primary_ready.wait_for(|synced| *synced).await;
+    }
+    .boxed();
+    let mut synced = vec![primary_synced, ready(&deployments), ready(&services)];
     let mut config_maps = None;
     if kinds.config_maps {
         let (store, events) = stores::cache::<ConfigMap>(client, namespace, selector);
