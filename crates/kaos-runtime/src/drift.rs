@@ -12,9 +12,11 @@ use serde_json::Value;
 pub fn covers(observed: &Value, desired: &Value) -> bool {
     match (observed, desired) {
         (_, Value::Null) => true,
-        (Value::Object(o), Value::Object(d)) => d
-            .iter()
-            .all(|(key, want)| want.is_null() || o.get(key).is_some_and(|got| covers(got, want))),
+        (Value::Object(o), Value::Object(d)) => d.iter().all(|(key, want)| match o.get(key) {
+            Some(got) => covers(got, want),
+            // kube-apiserver stores no empty list or map: absent is what it keeps of them.
+            None => is_empty(want),
+        }),
         (Value::Array(o), Value::Array(d)) => match list_key(d) {
             Some(key) => d.iter().all(|want| {
                 o.iter()
@@ -25,6 +27,15 @@ pub fn covers(observed: &Value, desired: &Value) -> bool {
         },
         (Value::Number(o), Value::Number(d)) => o.as_f64() == d.as_f64(),
         (o, d) => o == d,
+    }
+}
+
+fn is_empty(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        _ => false,
     }
 }
 
@@ -85,6 +96,16 @@ mod tests {
             &json!({"metadata": {"ownerReferences": []}}),
             &desired
         ));
+    }
+
+    #[test]
+    fn an_empty_list_or_map_the_server_dropped_is_not_drift() {
+        let desired = json!({"spec": {"env": [], "selector": {}, "args": ["a"]}});
+        assert!(covers(&json!({"spec": {"args": ["a"]}}), &desired));
+        assert!(
+            !covers(&json!({"spec": {}}), &desired),
+            "a non-empty list is still required"
+        );
     }
 
     #[test]

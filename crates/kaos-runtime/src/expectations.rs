@@ -85,15 +85,6 @@ impl Expectations {
         let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
         written.remove(key);
     }
-
-    /// How many writes are remembered.
-    pub fn len(&self) -> usize {
-        self.written.lock().map(|w| w.len()).unwrap_or(0)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 #[cfg(test)]
