@@ -45,6 +45,23 @@ pub fn labels(name: &str) -> std::collections::BTreeMap<String, String> {
     .into()
 }
 
+fn workload(agent: &Agent) -> Workload {
+    let name = agent.name_any();
+    Workload {
+        name: deployment_name(&name),
+        namespace: agent.namespace().unwrap_or_else(|| "default".into()),
+        labels: labels(&name),
+        owner: owner_of(agent),
+        port: PORT,
+    }
+}
+
+/// The Agent's endpoint (None when not exposed). Deterministic, so known before anything is
+/// built: a self-listing agent lists itself from its first build.
+pub fn endpoint(agent: &Agent) -> Option<String> {
+    agent.spec.exposed().then(|| workload(agent).endpoint())
+}
+
 /// `PEER_AGENT_<NAME>_CARD_URL`: upper-cased, `-` → `_`.
 fn peer_variable(name: &str) -> String {
     format!(
@@ -179,13 +196,7 @@ pub fn build(
         })?,
         None => generated,
     };
-    let workload = Workload {
-        name: deployment_name(&name),
-        namespace: agent.namespace().unwrap_or_else(|| "default".into()),
-        labels: labels(&name),
-        owner: owner_of(agent),
-        port: PORT,
-    };
+    let workload = workload(agent);
     let exposed = spec.exposed();
     let timeout = spec
         .gateway_route
@@ -205,6 +216,6 @@ pub fn build(
                 )
                 .filter(|_| exposed),
         },
-        endpoint: exposed.then(|| workload.endpoint()),
+        endpoint: endpoint(agent),
     })
 }

@@ -5,17 +5,25 @@ use kaos_api::agent::Agent;
 use kaos_api::mcpserver::MCPServer;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::index::Relation;
+use kube::ResourceExt;
 
 pub const MODEL_API: Relation = "modelapi";
 pub const MCP_SERVER: Relation = "mcpserver";
 pub const PEER: Relation = "peer";
 
-/// The edges of an Agent: its ModelAPI, its MCPServers, its peers.
+/// The edges of an Agent: its ModelAPI, its MCPServers, its peers. A self-listing agent has no
+/// edge to itself: it reads its own endpoint from its spec, so its status writes need not wake it.
 pub fn edges(agent: &Agent) -> Vec<(Relation, String)> {
     let spec = &agent.spec;
+    let own = agent.name_any();
     let mut edges = vec![(MODEL_API, spec.model_api.clone())];
     edges.extend(spec.mcp_servers.iter().map(|s| (MCP_SERVER, s.clone())));
-    edges.extend(spec.peers().iter().map(|p| (PEER, p.clone())));
+    edges.extend(
+        spec.peers()
+            .iter()
+            .filter(|p| **p != own)
+            .map(|p| (PEER, p.clone())),
+    );
     edges
 }
 

@@ -4,6 +4,7 @@
 use kaos_api::agent::Agent;
 use kaos_api::mcpserver::MCPServer;
 use kaos_api::modelapi::ModelAPI;
+use kube::ResourceExt;
 
 /// What the Deployment needs to know about the dependencies.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -11,7 +12,8 @@ pub struct Resolved {
     pub model_api_url: String,
     /// (name, endpoint), sorted by name.
     pub mcp_servers: Vec<(String, String)>,
-    /// (name, endpoint) of the peers that have one, sorted by name.
+    /// (name, endpoint) of the peers that have one, sorted by name. The agent itself, when it
+    /// lists itself, has its own (deterministic) endpoint.
     pub peers: Vec<(String, String)>,
 }
 
@@ -102,7 +104,11 @@ pub fn resolve<'a>(
         .peers()
         .iter()
         .filter_map(|name| {
-            let endpoint = peer(name)?.status.as_ref()?.endpoint.clone()?;
+            let endpoint = if *name == agent.name_any() {
+                crate::build::endpoint(agent)?
+            } else {
+                peer(name)?.status.as_ref()?.endpoint.clone()?
+            };
             (!endpoint.is_empty()).then(|| (name.clone(), endpoint))
         })
         .collect();

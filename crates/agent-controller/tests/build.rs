@@ -463,3 +463,31 @@ fn resolution_follows_the_contracts_order() {
         "ModelNotSupported"
     );
 }
+
+#[test]
+fn a_self_listing_agent_lists_its_own_endpoint_before_it_has_a_status() {
+    let proxy = json!({"mode": "Proxy", "proxyConfig": {"models": ["m"]}});
+    let ready = model_api(true, proxy);
+    let me = agent(
+        "solo",
+        json!({"modelAPI": "llm", "model": "m", "agentNetwork": {"access": ["solo"]}}),
+    );
+    let resolved = resolve(&me, Some(&ready), |_| None, |_| None).expect("resolved");
+    assert_eq!(
+        resolved.peers,
+        vec![(
+            "solo".to_string(),
+            "http://agent-solo.team.svc.cluster.local:8000".to_string()
+        )]
+    );
+
+    let hidden = agent(
+        "solo",
+        json!({"modelAPI": "llm", "model": "m", "agentNetwork": {"access": ["solo"], "expose": false}}),
+    );
+    let resolved = resolve(&hidden, Some(&ready), |_| None, |_| None).expect("resolved");
+    assert!(
+        resolved.peers.is_empty(),
+        "not exposed: no endpoint to list"
+    );
+}

@@ -73,6 +73,12 @@ async fn a_pair_a_mesh_and_a_self_listing_agent_converge_then_go_quiet() {
         .await;
     }
     all_ready(&h, &["a", "b", "m1", "m2", "m3", "m4", "m5", "s"]).await;
+    let own = h.deployments.get("agent-s").await.expect("deployment");
+    assert_eq!(
+        own.metadata.generation,
+        Some(1),
+        "a self-listing agent knows its own endpoint from its first build: never rolled"
+    );
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (reconciles, writes) = idle(&h, Duration::from_secs(10)).await;
     assert_eq!(reconciles, 0.0, "reconciles while idle");

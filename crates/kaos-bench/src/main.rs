@@ -70,7 +70,8 @@ fn agent_client(cluster: &ChartCluster) -> String {
         .unwrap_or_default()
 }
 
-/// Waits until every resource is Ready and every agent Deployment lists exactly its peers.
+/// Waits until every resource is Ready, every agent Deployment lists exactly its peers and has
+/// rolled out, and every Agent's status mirrors that rollout.
 async fn converge(
     cluster: &ChartCluster,
     workload: &Workload,
@@ -92,13 +93,15 @@ async fn converge(
         };
         let mut progress = format!("{ready}/{total} Ready");
         if ready == total {
-            let wired = measure::wired(workload, &agent_deployments(&cluster.admin).await?);
-            if wired == workload.agents {
+            let deployments = agent_deployments(&cluster.admin).await?;
+            let wired = measure::wired(workload, &deployments);
+            let settled = measure::settled(&deployments, &measure::agents(&cluster.admin).await?);
+            if wired == workload.agents && settled == workload.agents {
                 return Ok(Outcome::Done(elapsed));
             }
             progress.push_str(&format!(
-                ", {wired}/{} wired to their peers",
-                workload.agents
+                ", {wired}/{n} wired to their peers, {settled}/{n} rolled out and observed",
+                n = workload.agents
             ));
         }
         if elapsed >= timeout {

@@ -121,6 +121,53 @@ pub fn wired(workload: &Workload, deployments: &[(String, DynamicObject)]) -> us
         .count()
 }
 
+/// The Agents, by name.
+pub async fn agents(client: &kube::Client) -> anyhow::Result<BTreeMap<String, DynamicObject>> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &kaos("Agent"));
+    Ok(api
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .map(|a| (a.metadata.name.clone().unwrap_or_default(), a))
+        .collect())
+}
+
+/// Agent Deployments that have finished their last rollout and whose Agent's status already
+/// mirrors it: until then a rollout in flight still owes the controllers a reconcile and a
+/// status write, which would otherwise land in the idle window.
+pub fn settled(
+    deployments: &[(String, DynamicObject)],
+    agents: &BTreeMap<String, DynamicObject>,
+) -> usize {
+    // Condition times to the second: the mirror and the Deployment may format them differently.
+    let conditions = |status: Option<&Value>| -> Vec<(String, String, String)> {
+        let list = status.and_then(|s| s["conditions"].as_array().cloned());
+        list.unwrap_or_default()
+            .iter()
+            .map(|c| {
+                let time = c["lastUpdateTime"].as_str().unwrap_or("");
+                let status = c["status"].as_str().unwrap_or("");
+                let kind = c["type"].as_str().unwrap_or("");
+                (kind.into(), status.into(), time.chars().take(19).collect())
+            })
+            .collect()
+    };
+    deployments
+        .iter()
+        .filter(|(agent, d)| {
+            let status = d.data.get("status");
+            let observed = status.and_then(|s| s["observedGeneration"].as_i64());
+            let mirror = agents
+                .get(agent)
+                .and_then(|a| a.data.pointer("/status/deployment"));
+            observed.is_some()
+                && observed == d.metadata.generation
+                && conditions(status) == conditions(mirror)
+        })
+        .count()
+}
+
 /// Sum of `metadata.generation` over Deployments: the rollouts (1 at creation, +1 per change).
 pub fn generations(deployments: &[(String, DynamicObject)]) -> i64 {
     deployments
