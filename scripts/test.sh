@@ -1,11 +1,37 @@
 #!/usr/bin/env bash
-# Runs every check CI runs: formatting, clippy with warnings as errors, and all tests.
+# Runs every check CI runs: formatting, clippy with warnings as errors, and all tests, then the
+# suites on a real Kubernetes control plane (scripts/control-plane; tests/control_plane).
 # Works on a fresh machine: installs what it needs first (rustfmt, clippy, cargo-nextest, the musl
-# target and musl-tools, and the Python packages of the chart tests).
+# target and musl-tools, and the Python packages of the chart tests); the control plane needs Go.
+#
+#   scripts/test.sh [--skip-control-plane]
+#
+# --skip-control-plane (or KAOS_SKIP_CONTROL_PLANE=1) leaves out the real-plane suites, for quick
+# local runs (they need Go, and a first run builds Kubernetes from source: 10-20 minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
+
+skip_control_plane="${KAOS_SKIP_CONTROL_PLANE:-0}"
+for arg in "$@"; do
+  case "$arg" in
+    --skip-control-plane) skip_control_plane=1 ;;
+    -h | --help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "scripts/test.sh: unknown argument '$arg' (usage: scripts/test.sh [--skip-control-plane])" >&2; exit 2 ;;
+  esac
+done
+
+# Checked first, so a machine without Go fails now rather than after the Rust tests.
+if [ "$skip_control_plane" != 1 ]; then
+  step "Go for the real control plane"
+  if ! go version; then
+    echo "scripts/test.sh: Go is not installed. The real-control-plane suites build Kubernetes" \
+      "(kube-apiserver, etcd, kwok, helm) from the Go module proxy and need Go >= 1.26:" \
+      "install it (https://go.dev/dl/), or pass --skip-control-plane to leave them out." >&2
+    exit 1
+  fi
+fi
 
 step "toolchain components"
 if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
@@ -36,3 +62,16 @@ cargo nextest run --workspace --locked --no-fail-fast --show-progress=none
 
 step "Helm chart and image tests"
 python3 -m pytest tests/charts tests/packaging -q -p no:cacheprovider
+
+if [ "$skip_control_plane" = 1 ]; then
+  step "Real control plane suites: skipped (--skip-control-plane)"
+else
+  step "Real control plane: build (cached in .cache/control-plane; cold: 10-20 minutes)"
+  scripts/control-plane build
+
+  step "Controller binaries for the real-plane suites"
+  cargo build --locked -p agent-controller -p modelapi-controller -p mcpserver-controller
+
+  step "Real control plane suites (kube-apiserver v1.37.2, helm, the controllers out of cluster)"
+  KAOS_CONTROL_PLANE=1 python3 -m pytest tests/control_plane -q -p no:cacheprovider
+fi

@@ -7,122 +7,27 @@ The first run builds the binaries from the Go module proxy (about 10 to 20 minut
 so these tests run only with KAOS_CONTROL_PLANE=1. See docs/testing.md.
 """
 
-import json
-import os
 import subprocess
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "control-plane"
-NODES = 3
-# `up` may build everything first; after that it takes seconds.
-UP_TIMEOUT = int(os.environ.get("KAOS_CONTROL_PLANE_UP_TIMEOUT", "3600"))
-KUBECTL_TIMEOUT = 60
-WAIT = 120
+from plane import (NODES, SCRIPT, WAIT, alive, down, processes_mentioning, requires_plane, up,
+                   wait_until)
 
-pytestmark = pytest.mark.skipif(
-    os.environ.get("KAOS_CONTROL_PLANE") != "1",
-    reason="set KAOS_CONTROL_PLANE=1 to build and start the loopback control plane "
-    "(first build takes 10-20 minutes; see docs/testing.md)",
-)
-
-
-def read_env(directory):
-    env = {}
-    for line in (directory / "env").read_text().splitlines():
-        if "=" in line and not line.startswith(("#", "export ")):
-            key, value = line.split("=", 1)
-            env[key] = value
-    return env
-
-
-class Plane:
-    def __init__(self, directory):
-        self.dir = directory
-        self.env = read_env(directory)
-        self.kubeconfig = directory / "kubeconfig"
-        kubectl = Path(self.env["KAOS_CONTROL_PLANE_BIN"]) / "kubectl"
-        self.kubectl_path = str(kubectl) if kubectl.exists() else "kubectl"
-
-    def kubectl(self, *args, stdin=None, check=True, timeout=KUBECTL_TIMEOUT):
-        return subprocess.run(
-            [self.kubectl_path, "--kubeconfig", str(self.kubeconfig), *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            check=check,
-            timeout=timeout,
-        )
-
-    def json(self, *args):
-        return json.loads(self.kubectl(*args, "-o", "json").stdout)
-
-    def pids(self):
-        pid_dir = self.dir / "kwok" / "clusters" / self.env["KAOS_CONTROL_PLANE_NAME"] / "pids"
-        return {int(p.read_text().strip()) for p in pid_dir.glob("*.pid") if p.read_text().strip()}
-
-
-def processes_mentioning(text):
-    """Pids of live processes whose command line mentions text (the plane's directory)."""
-    found = set()
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in cmdline:
-            found.add(int(proc.name))
-    return found
-
-
-def alive(pid):
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
-def down(directory):
-    return subprocess.run(
-        [str(SCRIPT), "down", str(directory)], capture_output=True, text=True, timeout=120
-    )
+pytestmark = requires_plane
 
 
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory):
+    """This module's own plane, not the session one (conftest.py): its last test brings it
+    down."""
     directory = tmp_path_factory.mktemp("plane")
-    started = time.monotonic()
-    up = subprocess.run(
-        [str(SCRIPT), "up", str(directory), "--nodes", str(NODES)],
-        capture_output=True,
-        text=True,
-        timeout=UP_TIMEOUT,
-    )
-    assert up.returncode == 0, f"up failed:\n{up.stdout}\n{up.stderr}"
-    print(f"up took {time.monotonic() - started:.0f}s:\n{up.stderr}")
-    p = Plane(directory)
-    p.pids_when_up = p.pids()
+    p = up(directory)
     yield p
     if (directory / "kwok").exists():  # the last test did not get to bring it down
         down(directory)
-
-
-def wait_until(what, check, timeout=WAIT):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(1)
-    pytest.fail(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
 
 
 def test_up_writes_kubeconfig_env_and_is_idempotent(plane):

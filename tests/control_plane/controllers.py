@@ -1,0 +1,214 @@
+"""The controller binaries run out of cluster against a plane, as the chart runs them in it: each
+replica with a kubeconfig holding a token of its chart ServiceAccount (so only the chart's RBAC
+applies), the arguments and environment of the chart's Deployment, and its own metrics and probe
+ports on 127.0.0.1. Only the processes started here are ever signalled (by their pid).
+"""
+
+import http.client
+import os
+import re
+import signal
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from plane import CONTROLLERS, REPO
+
+BIN_DIR = Path(os.environ.get("KAOS_BIN_DIR", REPO / "target" / "debug"))
+BUILD = "cargo build -p agent-controller -p modelapi-controller -p mcpserver-controller"
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$")
+LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def controller_label(binary):
+    """The `controller` label of a binary's metrics: agent, modelapi, mcpserver."""
+    return binary.removesuffix("-controller")
+
+
+def lease_name(binary):
+    return f"kaos-{binary}"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_get(port, path):
+    """(status code, body) of GET path on 127.0.0.1:port; None when nothing answers."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        return response.status, response.read().decode(errors="replace")
+    except OSError:
+        return None
+    finally:
+        connection.close()
+
+
+def parse_metrics(text):
+    """[(name, {label: value}, value)] of a Prometheus text scrape."""
+    samples = []
+    for line in text.splitlines():
+        match = SAMPLE.match(line)
+        if match:
+            labels = dict(LABEL.findall(match.group(2) or ""))
+            samples.append((match.group(1), labels, float(match.group(3))))
+    return samples
+
+
+class Replica:
+    """One controller process. Started again with start() after a kill (as a kubelet would),
+    appending to the same log."""
+
+    def __init__(self, binary, name, command, env, log):
+        self.binary, self.name, self.command, self.env, self.log = binary, name, command, env, log
+        self.process = None
+
+    def start(self):
+        """Starts the process on fresh ports (the chart's `:8080`/`:8081` would collide)."""
+        self.metrics_port, self.probe_port = free_port(), free_port()
+        addresses = {"--metrics-bind-address": f"127.0.0.1:{self.metrics_port}",
+                     "--health-probe-bind-address": f"127.0.0.1:{self.probe_port}"}
+        command = [f"{flag}={addresses[flag]}" if (flag := arg.split("=", 1)[0]) in addresses
+                   else arg for arg in self.command]
+        env = dict(self.env, METRICS_BIND_ADDRESS=addresses["--metrics-bind-address"],
+                   HEALTH_PROBE_BIND_ADDRESS=addresses["--health-probe-bind-address"])
+        with open(self.log, "a") as log:
+            self.process = subprocess.Popen(command, env=env, stdout=log,
+                                            stderr=subprocess.STDOUT)
+
+    @property
+    def running(self):
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self):
+        """SIGKILL: no chance to release the Lease, as when a node dies."""
+        if self.running:
+            self.process.kill()
+        if self.process:
+            self.process.wait(timeout=30)
+
+    def stop(self):
+        if self.running:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=30)
+
+    def probe(self, path):
+        """The status code of /readyz or /healthz, None when nothing answers."""
+        answer = http_get(self.probe_port, path) if self.running else None
+        return answer[0] if answer else None
+
+    def metrics(self):
+        answer = http_get(self.metrics_port, "/metrics") if self.running else None
+        return parse_metrics(answer[1]) if answer and answer[0] == 200 else []
+
+    def sample(self, metric, **labels):
+        """The sum of a metric's samples whose labels include labels (0 when absent)."""
+        return sum(value for name, have, value in self.metrics()
+                   if name == metric and labels.items() <= have.items())
+
+    def reconciles(self):
+        return self.sample("controller_runtime_reconcile_total",
+                           controller=controller_label(self.binary))
+
+    def log_text(self):
+        if not self.log.exists():
+            return ""
+        return ANSI.sub("", self.log.read_text(errors="replace"))
+
+    def log_tail(self, lines=40):
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+
+class Controllers:
+    """Every replica started against one chart release (its namespace holds the
+    ServiceAccounts, the Leases and the MCP runtime registry)."""
+
+    def __init__(self, plane, namespace, workdir):
+        self.plane, self.namespace, self.workdir = plane, namespace, workdir
+        self.replicas = []
+        missing = [b for b in CONTROLLERS if not (BIN_DIR / b).exists()]
+        if missing:
+            pytest.fail(f"{', '.join(missing)} not built in {BIN_DIR}: run `{BUILD}` (or set "
+                        "KAOS_BIN_DIR to a directory holding them)")
+
+    def kubeconfig_for(self, binary, replica):
+        """A kubeconfig with the plane's server and CA and a token of the chart's
+        ServiceAccount kaos-<binary> (nothing of the admin's credentials)."""
+        token = self.plane.kubectl("create", "token", f"kaos-{binary}", "-n", self.namespace,
+                                   "--duration=2h").stdout.strip()
+        config = {
+            "apiVersion": "v1", "kind": "Config", "current-context": "sa",
+            "clusters": [{"name": "plane", "cluster": self.plane.cluster}],
+            "users": [{"name": "sa", "user": {"token": token}}],
+            "contexts": [{"name": "sa", "context": {"cluster": "plane", "user": "sa"}}],
+        }
+        path = self.workdir / f"{replica}.kubeconfig"
+        path.write_text(yaml.safe_dump(config))
+        return path
+
+    def start(self, binary, count, extra_env=None):
+        """Starts count replicas of binary with what the chart's Deployment gives its pod."""
+        deployment = self.plane.get(
+            f"/apis/apps/v1/namespaces/{self.namespace}/deployments/kaos-{binary}")
+        assert deployment, f"the chart did not install Deployment kaos-{binary}"
+        container = deployment["spec"]["template"]["spec"]["containers"][0]
+        started = []
+        for index in range(count):
+            name = f"{controller_label(binary)}-{index}"
+            fields = {"metadata.name": name, "metadata.namespace": self.namespace}
+            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                   "KUBECONFIG": str(self.kubeconfig_for(binary, name)),
+                   "CONTROLLER_LOG_LEVEL": os.environ.get("KAOS_TEST_LOG", "info")}
+            for var in container.get("env", []):
+                field = var.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+                env[var["name"]] = var["value"] if "value" in var else fields[field]
+            env.update(extra_env or {})
+            command = [str(BIN_DIR / binary), *container.get("args", [])]
+            replica = Replica(binary, name, command, env, self.workdir / f"{name}.log")
+            replica.start()
+            self.replicas.append(replica)
+            started.append(replica)
+        return started
+
+    def of(self, binary):
+        return [r for r in self.replicas if r.binary == binary]
+
+    def running(self):
+        return [r for r in self.replicas if r.running]
+
+    def holder(self, binary):
+        """The Lease holder's identity (`<POD_NAME>_<suffix>`), None when nobody holds it."""
+        lease = self.plane.get(f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}"
+                               f"/leases/{lease_name(binary)}")
+        return (lease or {}).get("spec", {}).get("holderIdentity") or None
+
+    def leader(self, binary):
+        """The replica holding binary's Lease, None when none of ours does."""
+        holder = self.holder(binary)
+        for replica in self.of(binary):
+            if holder and holder.startswith(f"{replica.name}_"):
+                return replica
+        return None
+
+    def reconciles(self):
+        """{replica name: reconciles so far (every result)} of the running replicas."""
+        return {r.name: r.reconciles() for r in self.running()}
+
+    def log_tails(self, lines=40):
+        return "\n\n".join(f"--- {r.name} ({r.log})\n{r.log_tail(lines)}" for r in self.replicas)
+
+    def stop_all(self):
+        for replica in self.replicas:
+            replica.stop()

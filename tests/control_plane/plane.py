@@ -1,0 +1,223 @@
+"""What the real-plane suites share: bringing `scripts/control-plane` up and down, kubectl, helm
+and plain API reads against it, and waiting for a condition with a clear message.
+
+Fixtures live in conftest.py; this module holds the helpers so test modules can import them.
+"""
+
+import http.client
+import json
+import os
+import ssl
+import subprocess
+import time
+import urllib.parse
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "control-plane"
+CHART = REPO / "charts" / "kaos"
+NODES = 3
+RELEASE = "kaos"
+CONTROLLERS = ["agent-controller", "modelapi-controller", "mcpserver-controller"]
+CRDS = ["agents.kaos.tools", "mcpservers.kaos.tools", "modelapis.kaos.tools"]
+RESTRICTED = "pod-security.kubernetes.io/enforce=restricted"
+# `up` may build everything first; after that it takes seconds.
+UP_TIMEOUT = int(os.environ.get("KAOS_CONTROL_PLANE_UP_TIMEOUT", "3600"))
+KUBECTL_TIMEOUT = 60
+WAIT = 120
+
+requires_plane = pytest.mark.skipif(
+    os.environ.get("KAOS_CONTROL_PLANE") != "1",
+    reason="set KAOS_CONTROL_PLANE=1 to build and start the loopback control plane "
+    "(first build takes 10-20 minutes; see docs/testing.md)",
+)
+
+
+def read_env(directory):
+    """The variables `up` wrote to DIR/env."""
+    env = {}
+    for line in (directory / "env").read_text().splitlines():
+        if "=" in line and not line.startswith(("#", "export ")):
+            key, value = line.split("=", 1)
+            env[key] = value
+    return env
+
+
+class Plane:
+    """A control plane brought up by scripts/control-plane, driven as cluster-admin."""
+
+    def __init__(self, directory):
+        self.dir = directory
+        self.env = read_env(directory)
+        self.kubeconfig = directory / "kubeconfig"
+        self.bin = Path(self.env["KAOS_CONTROL_PLANE_BIN"])
+        kubectl = self.bin / "kubectl"
+        self.kubectl_path = str(kubectl) if kubectl.exists() else "kubectl"
+        self._config = yaml.safe_load(self.kubeconfig.read_text())
+
+    def kubectl(self, *args, stdin=None, check=True, timeout=KUBECTL_TIMEOUT):
+        return run([self.kubectl_path, "--kubeconfig", str(self.kubeconfig), *args],
+                   stdin=stdin, check=check, timeout=timeout)
+
+    def helm(self, *args, check=True, timeout=300):
+        """The helm built with the plane (helm.sh/helm/v4), as cluster-admin."""
+        return run([str(self.bin / "helm"), "--kubeconfig", str(self.kubeconfig), *args],
+                   check=check, timeout=timeout)
+
+    def json(self, *args):
+        return json.loads(self.kubectl(*args, "-o", "json").stdout)
+
+    @staticmethod
+    def json_of(result):
+        return json.loads(result.stdout)
+
+    def pids(self):
+        pid_dir = self.dir / "kwok" / "clusters" / self.env["KAOS_CONTROL_PLANE_NAME"] / "pids"
+        return {int(p.read_text().strip()) for p in pid_dir.glob("*.pid") if p.read_text().strip()}
+
+    @property
+    def cluster(self):
+        """The admin kubeconfig's cluster entry: server and CA."""
+        return self._config["clusters"][0]["cluster"]
+
+    def get(self, path, **query):
+        """GET an API path as cluster-admin; None when it is not found. Cheaper than kubectl
+        in polling loops (no process, no discovery)."""
+        user = self._config["users"][0]["user"]
+        context = ssl.create_default_context(cafile=self.cluster["certificate-authority"])
+        context.load_cert_chain(user["client-certificate"], user["client-key"])
+        server = urllib.parse.urlsplit(self.cluster["server"])
+        connection = http.client.HTTPSConnection(server.hostname, server.port, context=context,
+                                                 timeout=KUBECTL_TIMEOUT)
+        try:
+            url = path + ("?" + urllib.parse.urlencode(query) if query else "")
+            connection.request("GET", url, headers={"Accept": "application/json"})
+            response = connection.getresponse()
+            body = response.read()
+        finally:
+            connection.close()
+        if response.status == 404:
+            return None
+        if response.status != 200:
+            raise AssertionError(f"GET {path}: {response.status} {body[:500]!r}")
+        return json.loads(body)
+
+    def items(self, path, **query):
+        return (self.get(path, **query) or {}).get("items", [])
+
+    def kwok_nodes(self):
+        return {n["metadata"]["name"] for n in self.items("/api/v1/nodes")
+                if n["metadata"].get("annotations", {}).get("kwok.x-k8s.io/node") == "fake"}
+
+
+def run(command, stdin=None, check=True, timeout=KUBECTL_TIMEOUT):
+    """Runs a command; with check, a failure shows the command and its output."""
+    result = subprocess.run(command, input=stdin, capture_output=True, text=True,
+                            timeout=timeout)
+    if check and result.returncode != 0:
+        pytest.fail(f"{' '.join(command[:4])} ... failed ({result.returncode}):\n"
+                    f"{result.stdout}\n{result.stderr}")
+    return result
+
+
+def up(directory, nodes=NODES):
+    """Brings a plane up in directory (building the binaries first if needed)."""
+    started = time.monotonic()
+    result = subprocess.run([str(SCRIPT), "up", str(directory), "--nodes", str(nodes)],
+                            capture_output=True, text=True, timeout=UP_TIMEOUT)
+    assert result.returncode == 0, f"up failed:\n{result.stdout}\n{result.stderr}"
+    print(f"up took {time.monotonic() - started:.0f}s:\n{result.stderr}")
+    plane = Plane(directory)
+    plane.pids_when_up = plane.pids()
+    return plane
+
+
+def down(directory):
+    return subprocess.run([str(SCRIPT), "down", str(directory)], capture_output=True,
+                          text=True, timeout=120)
+
+
+def alive(pid):
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def processes_mentioning(text):
+    """Pids of live processes whose command line mentions text (the plane's directory)."""
+    found = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            found.add(int(proc.name))
+    return found
+
+
+def wait_until(what, check, timeout=WAIT, interval=1.0):
+    """Polls check() every interval seconds until it is done and returns its value; fails after
+    timeout showing the last value. Done means truthy, except a tuple (False, detail): not done,
+    and detail (what is still missing) shows in the failure."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        last = check()
+        if last and not (isinstance(last, tuple) and not last[0]):
+            return last
+        if time.monotonic() >= deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+        time.sleep(interval)
+
+
+def create_namespace(plane, name, labels=()):
+    """Creates a namespace (with labels, e.g. a Pod Security level) for one suite."""
+    plane.kubectl("create", "namespace", name)
+    if labels:
+        plane.kubectl("label", "namespace", name, *labels)
+
+
+def delete_namespace(plane, name):
+    """Starts deleting a namespace; callers wait for it (or not) themselves."""
+    plane.kubectl("delete", "namespace", name, "--ignore-not-found", "--wait=false")
+
+
+def install_chart(plane, namespace, *values):
+    """`helm install --wait` of charts/kaos as release kaos into namespace, created first and
+    labelled to enforce the `restricted` Pod Security level; values are `--set` pairs."""
+    create_namespace(plane, namespace, [RESTRICTED])
+    plane.helm("install", RELEASE, str(CHART), "-n", namespace, "--wait", "--timeout", "3m",
+               *[a for v in values for a in ("--set", v)])
+
+
+def remove_chart(plane, namespace):
+    """Uninstalls the release and deletes the CRDs and the namespace, leaving the plane as
+    found. The CRDs outlive `helm uninstall` by design, and their Helm ownership annotations
+    would stop a release in another namespace from adopting them."""
+    plane.helm("uninstall", RELEASE, "-n", namespace, "--wait", check=False)
+    plane.kubectl("delete", "crd", *CRDS, "--ignore-not-found", "--wait", "--timeout=60s",
+                  check=False, timeout=90)
+    delete_namespace(plane, namespace)
+
+
+def env_of(deployment):
+    """The first container's environment as {name: value} (None for valueFrom)."""
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    return {e["name"]: e.get("value") for e in container.get("env", [])}
+
+
+def rolled_out(deployment):
+    """Every replica of the Deployment's current generation is updated, ready and available."""
+    status = deployment.get("status", {})
+    want = deployment["spec"].get("replicas", 1)
+    return (status.get("observedGeneration") == deployment["metadata"]["generation"]
+            and status.get("replicas", 0) == status.get("updatedReplicas", 0) == want
+            and status.get("availableReplicas", 0) == status.get("readyReplicas", 0) == want)
