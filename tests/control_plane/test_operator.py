@@ -5,8 +5,8 @@ sufficient. Two agent-controller replicas (a leader and a standby), one of each 
 
 Covers: /readyz once synced; the quickstart Ready with pods Running on kwok nodes; a spec edit
 rolls the Deployment once; drift restored; leader failover; a peer pair and a mesh converge and go
-quiet; no request was forbidden; namespace deletion completes; and (a known bug, xfail) a
-terminating namespace makes reconcile errors.
+quiet; no request was forbidden; namespace deletion completes, and a terminating namespace that
+took a resource's children first is no reconcile error.
 
 Runs only with KAOS_CONTROL_PLANE=1, with the debug binaries built (`cargo build -p
 agent-controller -p modelapi-controller -p mcpserver-controller`); see docs/testing.md.
@@ -417,18 +417,6 @@ def reconcile_errors(controllers):
     return errors
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "controller bug: in a Terminating namespace, a resource whose children the namespace "
-    "controller deleted before the resource itself is reconciled as a failure, by all three "
-    "controllers: each logs WARN 'reconcile failed: apply_child Deployment <ns>/agent-<name>: "
-    "ApiError: deployments.apps \"agent-<name>\" is forbidden: unable to create new content in "
-    "namespace <ns> because it is being terminated' (403 Forbidden, cause NamespaceTerminating; "
-    "the same for the ModelAPI's ConfigMap and the MCPServer's Service), counts "
-    "controller_runtime_reconcile_errors_total and kaos_reconcile_errors_total"
-    "{step=\"apply_child\"} (11 errors per controller in 10 s here) and retries with backoff "
-    "until the resource is deleted. kaos-runtime's ReconcileError::is_namespace_terminating is "
-    "never called. Ordinary namespace deletions show it whenever a child's kind happens to be "
-    "deleted before its owner's"))
 def test_a_terminating_namespace_is_not_a_reconcile_error(plane, controllers, namespaces):
     namespace = namespaces.create("held")
     plane.kubectl("label", "namespace", namespace, "kaos-test/hold=true")

@@ -277,7 +277,16 @@ impl Core {
                 return Ok(Action::await_change());
             }
             let object = self.hold(object).await?;
-            apply(object).await
+            match apply(object).await {
+                // The namespace is being deleted and has taken a child first (the namespace
+                // controller deletes kinds in no fixed order): nothing can be created there
+                // again, and the object's own deletion event is on its way. Not an error.
+                Err(e) if e.is_namespace_terminating() => {
+                    tracing::debug!("namespace terminating, waiting for the deletion: {e}");
+                    Ok(Action::await_change())
+                }
+                done => done,
+            }
         };
         tracing::Instrument::instrument(self.runtime.reconcile(&key, work), span).await
     }

@@ -549,6 +549,15 @@ fn decode_continue(token: &str) -> ApiResult<(String, String)> {
     Ok((ns.to_string(), name.to_string()))
 }
 
+/// One step of the garbage collector.
+enum Collect {
+    /// Delete (background) this dependent: its owners are gone or deleting in the foreground.
+    Delete(Arc<ResourceType>, String, String),
+    /// Commit an object's new state (event type, previous state): a finished foreground
+    /// deletion or an empty terminating namespace going away.
+    Commit(Arc<ResourceType>, Value, EventType, Value),
+}
+
 impl State {
     fn stored(&self, rt: &ResourceType, namespace: &str, name: &str) -> Option<&Stored> {
         let ns = if rt.namespaced { namespace } else { "" };
@@ -1081,80 +1090,97 @@ impl State {
 
     /// The garbage collector, run synchronously after every deletion: deletes objects whose
     /// owners are all gone, finishes foreground deletions whose dependents are gone, and removes
-    /// terminating namespaces that are empty.
+    /// terminating namespaces that are empty. Each pass is linear in the stored objects (it runs
+    /// under the store's lock, after every delete).
     fn collect_garbage(&mut self, events: &broadcast::Sender<Arc<WatchEvent>>) {
         loop {
-            let all = self.all_objects();
-            let live: HashSet<String> = all.iter().map(|(_, o)| meta::uid(o).to_string()).collect();
-            let mut changed = false;
-            for (rt, object) in &all {
-                let owners = meta::owner_uids(object);
-                let orphaned = !owners.is_empty() && owners.iter().all(|u| !live.contains(u));
-                let owners_in_foreground = owners.iter().any(|u| {
-                    all.iter().any(|(_, o)| {
-                        meta::uid(o) == u
-                            && meta::is_deleting(o)
-                            && meta::finalizers(o)
-                                .iter()
-                                .any(|f| f == "foregroundDeletion")
-                    })
-                });
-                if (orphaned || owners_in_foreground) && !meta::is_deleting(object) {
-                    self.delete(
-                        rt,
-                        meta::namespace(object),
-                        meta::name(object),
-                        Propagation::Background,
-                        events,
-                    );
-                    changed = true;
-                }
-            }
-            for (rt, object) in &all {
-                if !meta::is_deleting(object) {
-                    continue;
-                }
-                let uid = meta::uid(object);
-                let has_dependents = all
-                    .iter()
-                    .any(|(_, o)| meta::owner_uids(o).iter().any(|u| u == uid));
-                let finalizers = meta::finalizers(object);
-                let is_namespace = rt.group.is_empty() && rt.plural == "namespaces";
-                if is_namespace {
-                    let ns = meta::name(object);
-                    let empty = all
-                        .iter()
-                        .all(|(t, o)| !t.namespaced || meta::namespace(o) != ns);
-                    if empty {
-                        self.commit(
-                            rt,
-                            object.clone(),
-                            EventType::Deleted,
-                            Some(object.clone()),
-                            events,
-                        );
-                        changed = true;
-                    }
-                } else if finalizers.iter().any(|f| f == "foregroundDeletion") && !has_dependents {
-                    let mut updated = object.clone();
-                    let remaining: Vec<String> = finalizers
-                        .into_iter()
-                        .filter(|f| f != "foregroundDeletion")
-                        .collect();
-                    meta::metadata_mut(&mut updated).insert("finalizers".into(), json!(remaining));
-                    let event = if remaining.is_empty() {
-                        EventType::Deleted
-                    } else {
-                        EventType::Modified
-                    };
-                    self.commit(rt, updated, event, Some(object.clone()), events);
-                    changed = true;
-                }
-            }
-            if !changed {
+            let work = self.garbage();
+            if work.is_empty() {
                 break;
             }
+            for step in work {
+                match step {
+                    Collect::Delete(rt, namespace, name) => {
+                        self.delete(&rt, &namespace, &name, Propagation::Background, events);
+                    }
+                    Collect::Commit(rt, updated, event, previous) => {
+                        self.commit(&rt, updated, event, Some(previous), events);
+                    }
+                }
+            }
         }
+    }
+
+    /// One pass of the garbage collector over a snapshot of the store: what to delete or commit.
+    fn garbage(&self) -> Vec<Collect> {
+        const FOREGROUND: &str = "foregroundDeletion";
+        let all: Vec<(Arc<ResourceType>, &Value)> = self
+            .objects
+            .iter()
+            .filter_map(|(key, objects)| Some((self.type_for_key(key)?, objects)))
+            .flat_map(|(rt, objects)| objects.values().map(move |s| (rt.clone(), &s.object)))
+            .collect();
+        let live: HashSet<&str> = all.iter().map(|(_, o)| meta::uid(o)).collect();
+        let in_foreground: HashSet<&str> = all
+            .iter()
+            .filter(|(_, o)| {
+                meta::is_deleting(o) && meta::finalizers(o).iter().any(|f| f == FOREGROUND)
+            })
+            .map(|(_, o)| meta::uid(o))
+            .collect();
+        let owners: HashSet<String> = all.iter().flat_map(|(_, o)| meta::owner_uids(o)).collect();
+        let populated: HashSet<&str> = all
+            .iter()
+            .filter(|(t, _)| t.namespaced)
+            .map(|(_, o)| meta::namespace(o))
+            .collect();
+        let mut work = Vec::new();
+        for (rt, object) in &all {
+            let uids = meta::owner_uids(object);
+            let orphaned = !uids.is_empty() && uids.iter().all(|u| !live.contains(u.as_str()));
+            let owner_in_foreground = uids.iter().any(|u| in_foreground.contains(u.as_str()));
+            if (orphaned || owner_in_foreground) && !meta::is_deleting(object) {
+                let (namespace, name) = (meta::namespace(object), meta::name(object));
+                work.push(Collect::Delete(rt.clone(), namespace.into(), name.into()));
+            }
+        }
+        for (rt, object) in &all {
+            if !meta::is_deleting(object) {
+                continue;
+            }
+            let is_namespace = rt.group.is_empty() && rt.plural == "namespaces";
+            let finalizers = meta::finalizers(object);
+            if is_namespace {
+                if !populated.contains(meta::name(object)) {
+                    let object = (*object).clone();
+                    work.push(Collect::Commit(
+                        rt.clone(),
+                        object.clone(),
+                        EventType::Deleted,
+                        object,
+                    ));
+                }
+            } else if finalizers.iter().any(|f| f == FOREGROUND)
+                && !owners.contains(meta::uid(object))
+            {
+                let mut updated = (*object).clone();
+                let remaining: Vec<String> =
+                    finalizers.into_iter().filter(|f| f != FOREGROUND).collect();
+                let event = if remaining.is_empty() {
+                    EventType::Deleted
+                } else {
+                    EventType::Modified
+                };
+                meta::metadata_mut(&mut updated).insert("finalizers".into(), json!(remaining));
+                work.push(Collect::Commit(
+                    rt.clone(),
+                    updated,
+                    event,
+                    (*object).clone(),
+                ));
+            }
+        }
+        work
     }
 
     /// Serves (or stops serving) the kinds a CRD defines, and reports it in the CRD's status.
