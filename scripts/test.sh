@@ -31,6 +31,12 @@ if [ "$skip_control_plane" != 1 ]; then
       "install it (https://go.dev/dl/), or pass --skip-control-plane to leave them out." >&2
     exit 1
   fi
+  # Fetch the Go modules (network-bound, ~2 GB on a cold machine) while Rust compiles (CPU-bound);
+  # the build step below waits for it. A failed fetch is retried by that build.
+  mkdir -p .cache/control-plane/logs
+  for module in tools/control-plane/*/; do
+    (cd "$module" && GOWORK=off go mod download) >".cache/control-plane/logs/download-$(basename "$module").log" 2>&1 &
+  done
 fi
 
 step "toolchain components"
@@ -67,6 +73,7 @@ if [ "$skip_control_plane" = 1 ]; then
   step "Real control plane suites: skipped (--skip-control-plane)"
 else
   step "Real control plane: build (cached in .cache/control-plane; cold: 10-20 minutes)"
+  wait # the module downloads started above
   scripts/control-plane build
 
   step "Controller binaries for the real-plane suites"
