@@ -57,9 +57,21 @@ fn workload(agent: &Agent) -> Workload {
 }
 
 /// The Agent's endpoint (None when not exposed). Deterministic, so known before anything is
-/// built: a self-listing agent lists itself from its first build.
+/// built.
 pub fn endpoint(agent: &Agent) -> Option<String> {
     agent.spec.exposed().then(|| workload(agent).endpoint())
+}
+
+/// The endpoint an Agent offers its listers as a peer. Once it has a status, the status decides
+/// (a peer that could not be built has none and is skipped, as in KAOS). Before its first
+/// reconcile it is taken at the endpoint that reconcile will publish, so agents created
+/// together (a mesh, a star) are built once with every peer instead of once per peer that
+/// gets its status.
+pub fn advertised_endpoint(peer: &Agent) -> Option<String> {
+    match &peer.status {
+        Some(status) => status.endpoint.clone().filter(|e| !e.is_empty()),
+        None => endpoint(peer),
+    }
 }
 
 /// `PEER_AGENT_<NAME>_CARD_URL`: upper-cased, `-` → `_`.

@@ -39,7 +39,8 @@ pub fn mcp_server_view(s: &MCPServer) -> (bool, Option<String>) {
     (status.ready, status.endpoint)
 }
 
-/// What an Agent reads of a peer: its endpoint (absent when not exposed or not built yet).
+/// What an Agent reads of a peer: the endpoint it advertises (so a peer's first status, which
+/// publishes the endpoint it was already taken at, wakes no lister).
 pub fn peer_view(a: &Agent) -> Option<String> {
-    a.status.as_ref().and_then(|s| s.endpoint.clone())
+    crate::build::advertised_endpoint(a)
 }

@@ -12,8 +12,8 @@ pub struct Resolved {
     pub model_api_url: String,
     /// (name, endpoint), sorted by name.
     pub mcp_servers: Vec<(String, String)>,
-    /// (name, endpoint) of the peers that have one, sorted by name. The agent itself, when it
-    /// lists itself, has its own (deterministic) endpoint.
+    /// (name, endpoint) of the peers that have one (`build::advertised_endpoint`), sorted by
+    /// name. The agent itself, when it lists itself, has its own (deterministic) endpoint.
     pub peers: Vec<(String, String)>,
 }
 
@@ -107,9 +107,9 @@ pub fn resolve<'a>(
             let endpoint = if *name == agent.name_any() {
                 crate::build::endpoint(agent)?
             } else {
-                peer(name)?.status.as_ref()?.endpoint.clone()?
+                crate::build::advertised_endpoint(peer(name)?)?
             };
-            (!endpoint.is_empty()).then(|| (name.clone(), endpoint))
+            Some((name.clone(), endpoint))
         })
         .collect();
     peers.sort();

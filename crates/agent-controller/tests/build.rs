@@ -491,3 +491,30 @@ fn a_self_listing_agent_lists_its_own_endpoint_before_it_has_a_status() {
         "not exposed: no endpoint to list"
     );
 }
+
+#[test]
+fn a_peer_is_listed_at_its_own_endpoint_until_its_status_says_otherwise() {
+    let proxy = json!({"mode": "Proxy", "proxyConfig": {"models": ["m"]}});
+    let ready = model_api(true, proxy);
+    let me = agent(
+        "lead",
+        json!({"modelAPI": "llm", "model": "m", "agentNetwork": {"access": ["fresh", "broken"]}}),
+    );
+    // Not reconciled yet: listed at the endpoint its first build will publish.
+    let fresh = agent("fresh", json!({"modelAPI": "llm", "model": "m"}));
+    // Reconciled but could not be built: its status has no endpoint, so it is skipped.
+    let broken = peer("broken", None);
+    let find = |n: &str| match n {
+        "fresh" => Some(&fresh),
+        "broken" => Some(&broken),
+        _ => None,
+    };
+    let resolved = resolve(&me, Some(&ready), |_| None, find).expect("resolved");
+    assert_eq!(
+        resolved.peers,
+        vec![(
+            "fresh".to_string(),
+            "http://agent-fresh.team.svc.cluster.local:8000".to_string()
+        )]
+    );
+}

@@ -188,6 +188,34 @@ async fn a_coordinator_learns_its_peer_once_the_peer_has_an_endpoint() {
 }
 
 #[tokio::test]
+async fn a_peer_that_cannot_be_built_is_not_listed() {
+    let h = start().await;
+    model_api(&h, true).await;
+    apply(
+        &h,
+        "Agent",
+        "broken",
+        json!({"modelAPI": "missing", "model": "openai/gpt-4o"}),
+    );
+    apply(
+        &h,
+        "Agent",
+        "lead",
+        json!({"modelAPI": "llm", "model": "openai/gpt-4o", "agentNetwork": {"access": ["broken"]}}),
+    );
+    until(&h, "broken", "Failed", |a| {
+        phase(a) == Some(AgentPhase::Failed)
+    })
+    .await;
+    until(&h, "lead", "Ready", |a| phase(a) == Some(AgentPhase::Ready)).await;
+    eventually("the lead does not list its failed peer", || async {
+        let env = env_of(&h.deployments.get("agent-lead").await.ok()?);
+        (!env.iter().any(|(n, _)| n.starts_with("PEER_AGENT"))).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn editing_instructions_rolls_once_and_expose_false_removes_the_service() {
     let h = start().await;
     model_api(&h, true).await;
