@@ -109,6 +109,13 @@ def test_namespaced_mode_uses_roles_in_each_watched_namespace():
         assert env["WATCH_NAMESPACES"] == "team-a,team-b"
 
 
+def test_the_reconcile_debounce_reaches_every_controller():
+    for values, want in [({}, "200ms"), ({"global": {"reconcileDebounce": "1s"}}, "1s")]:
+        for deployment in by_kind(render(values), "Deployment"):
+            env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+            assert env["RECONCILE_DEBOUNCE"] == want, deployment["metadata"]["name"]
+
+
 def test_gateway_settings_reach_every_controller():
     objects = render({"global": {"gateway": {"enabled": True, "name": "public", "namespace": "gateways"}}})
     for deployment in by_kind(objects, "Deployment"):

@@ -191,6 +191,8 @@ spec:
               value: {{ $root.Values.global.leaderElection.renewDeadline | quote }}
             - name: RETRY_PERIOD
               value: {{ $root.Values.global.leaderElection.retryPeriod | quote }}
+            - name: RECONCILE_DEBOUNCE
+              value: {{ $root.Values.global.reconcileDebounce | default "200ms" | quote }}
             - name: LOG_FORMAT
               value: {{ $root.Values.global.controllerLogFormat | quote }}
             {{- with $watch }}
