@@ -298,6 +298,18 @@ def test_leader_failover_keeps_agents_ready_and_reconciles_new_ones(plane, contr
     wait_converged(plane, namespace)
 
 
+def wait_settled(controllers, what):
+    """Waits until the reconcile counters of every replica stand still for one 2 s poll."""
+    last = {}
+
+    def unchanged():
+        now = controllers.reconciles()
+        same, last["counts"] = now == last.get("counts"), now
+        return same, now
+
+    wait_until(what, unchanged, timeout=60, interval=2)
+
+
 def test_peer_pair_and_mesh_converge_then_go_quiet(plane, controllers, namespaces):
     namespace = namespaces.create("peers")
     mesh = [f"mesh-{i}" for i in range(1, 6)]
@@ -318,14 +330,7 @@ def test_peer_pair_and_mesh_converge_then_go_quiet(plane, controllers, namespace
                 f"http://agent-{peer}.{namespace}.svc.cluster.local:8000"), (me, variable)
 
     # Settled (no reconcile for 2 s), then an idle window with none at all.
-    last = {}
-
-    def unchanged():
-        now = controllers.reconciles()
-        same, last["counts"] = now == last.get("counts"), now
-        return same, now
-
-    wait_until("the controllers to stop reconciling", unchanged, timeout=60, interval=2)
+    wait_settled(controllers, "the controllers to stop reconciling")
     before = controllers.reconciles()
     time.sleep(IDLE_WINDOW)  # the window itself: nothing may happen in it
     after = controllers.reconciles()
@@ -431,14 +436,7 @@ def test_a_terminating_namespace_is_not_a_reconcile_error(plane, controllers, na
         delete_namespace(plane, namespace)
         wait_until("the namespace controller to delete the children", lambda: (
             not (left := deployments(plane, namespace)), sorted(left)))
-        last = {}
-
-        def settled():
-            now = controllers.reconciles()
-            same, last["counts"] = now == last.get("counts"), now
-            return same, now
-
-        wait_until("the controllers to react and settle", settled, timeout=60, interval=2)
+        wait_settled(controllers, "the controllers to react and settle")
         kept = [(kind, o["metadata"]["name"]) for kind, o in resources(plane, namespace)
                 if not o["metadata"].get("deletionTimestamp")]
         assert len(kept) == 4, f"the hold keeps the quickstart's four resources: {kept}"

@@ -572,6 +572,13 @@ impl State {
             .is_some_and(|n| n.contains_key(&(String::new(), namespace.to_string())))
     }
 
+    fn namespace_terminating(&self, namespace: &str) -> bool {
+        self.objects
+            .get("/namespaces")
+            .and_then(|n| n.get(&(String::new(), namespace.to_string())))
+            .is_some_and(|n| meta::is_deleting(&n.object))
+    }
+
     fn type_for_key(&self, key: &str) -> Option<Arc<ResourceType>> {
         self.types.iter().find(|t| t.storage_key() == key).cloned()
     }
@@ -686,6 +693,11 @@ impl State {
                     &Value::from(name.clone()),
                     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character".into(),
                 )],
+            ));
+        }
+        if rt.namespaced && self.namespace_terminating(namespace) {
+            return Err(ApiError::namespace_terminating(
+                &rt.plural, &rt.group, &name, namespace,
             ));
         }
         if self.stored(rt, namespace, &name).is_some() {

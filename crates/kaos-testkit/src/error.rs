@@ -33,6 +33,24 @@ impl ApiError {
         )
     }
 
+    /// What kube-apiserver's NamespaceLifecycle admission answers to a create in a namespace
+    /// that is being deleted.
+    pub fn namespace_terminating(resource: &str, group: &str, name: &str, namespace: &str) -> Self {
+        Self::new(
+            403,
+            "Forbidden",
+            format!(
+                "{} \"{name}\" is forbidden: unable to create new content in namespace {namespace} because it is being terminated",
+                qualified(resource, group)
+            ),
+            json!({"name": name, "group": group, "kind": resource, "causes": [{
+                "reason": "NamespaceTerminating",
+                "message": format!("namespace {namespace} is being terminated"),
+                "field": "metadata.namespace",
+            }]}),
+        )
+    }
+
     pub fn already_exists(resource: &str, group: &str, name: &str) -> Self {
         Self::new(
             409,

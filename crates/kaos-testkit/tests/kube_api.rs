@@ -533,3 +533,64 @@ async fn deployment_simulator_turns_a_deployment_ready_or_keeps_it_unready() {
     assert_eq!(stuck_status.ready_replicas, Some(0));
     assert_eq!(stuck_status.updated_replicas, Some(2));
 }
+
+#[tokio::test]
+async fn a_terminating_namespace_refuses_new_content_like_kube_apiserver() {
+    use k8s_openapi::api::core::v1::Namespace;
+    let (_, client) = client();
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": "leaving"}})).expect("ns");
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("namespace");
+    let cms: Api<ConfigMap> = Api::namespaced(client, "leaving");
+    let mut held = configmap("held", json!({}));
+    held.metadata.finalizers = Some(vec!["test.kaos.tools/hold".into()]);
+    cms.create(&PostParams::default(), &held)
+        .await
+        .expect("held");
+    namespaces
+        .delete("leaving", &DeleteParams::default())
+        .await
+        .expect("delete namespace");
+
+    // Held by the ConfigMap's finalizer, the namespace is Terminating: creates are refused,
+    // by POST and by server-side apply alike, with the admission plugin's status.
+    let refused = |e: kube::Error| match e {
+        kube::Error::Api(s) => (s.code, s.reason, s.message),
+        other => panic!("expected an API error, got {other}"),
+    };
+    let (code, reason, message) = refused(
+        cms.create(&PostParams::default(), &configmap("new", json!({})))
+            .await
+            .expect_err("terminating"),
+    );
+    assert_eq!((code, reason.as_str()), (403, "Forbidden"));
+    assert_eq!(
+        message,
+        "configmaps \"new\" is forbidden: unable to create new content in namespace leaving because it is being terminated"
+    );
+    let applied = cms
+        .patch(
+            "applied",
+            &PatchParams::apply("test"),
+            &Patch::Apply(
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "applied"}}),
+            ),
+        )
+        .await
+        .expect_err("terminating");
+    assert_eq!(refused(applied).0, 403);
+
+    // Releasing the last finalizer lets the namespace go.
+    cms.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .expect("release");
+    assert!(namespaces.get_opt("leaving").await.expect("get").is_none());
+}
