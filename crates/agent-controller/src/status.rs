@@ -1,10 +1,10 @@
 //! The status an Agent should show. Pure.
 
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kaos_api::agent::{Agent, AgentPhase, AgentStatus};
 use kaos_api::common::Phase;
 use kaos_runtime::conditions::{ConditionUpdate, set_condition};
+use kaos_runtime::deployment_view::DeploymentView;
 use kaos_runtime::rollout::{observe, summarize};
 
 use crate::build::{BuildError, Desired};
@@ -21,7 +21,7 @@ pub enum Outcome<'a> {
 pub fn status(
     agent: &Agent,
     outcome: Outcome<'_>,
-    deployment: Option<&Deployment>,
+    deployment: Option<&DeploymentView>,
     now: Time,
 ) -> AgentStatus {
     let previous = agent.status.clone().unwrap_or_default();

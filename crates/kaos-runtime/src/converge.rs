@@ -5,6 +5,12 @@
 //! cache has not shown yet, is left alone; anything else is server-side applied. Children the
 //! builder lists as absent are deleted by name if we control them. Lookups are by name in the
 //! slim caches: the work is proportional to the parent's children, never to the cache size.
+//!
+//! Deployments are cached without their pod template (`DeploymentView`) and Services as
+//! metadata only: their metadata is compared as above, the rest by content version (a
+//! Deployment's generation, a Service's resourceVersion). A version this process saw holding
+//! the desired content means nothing changed; any other (a hand edit, or a restart that forgot
+//! what was seen) is settled by reading the object once.
 
 use std::fmt::{self, Debug};
 use std::sync::Arc;
@@ -13,16 +19,17 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use kube::core::DynamicObject;
+use kube::core::{DynamicObject, PartialObjectMeta};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::children::{DESIRED_HASH_ANNOTATION, controlled_by, stamp_desired_hash};
+use crate::children::{controlled_by, is_current, stamp_desired_hash};
+use crate::deployment_view::DeploymentView;
 use crate::drift::covers;
 use crate::error::{ReconcileError, Step, StepExt};
-use crate::expectations::{Expectations, Observed, Verdict};
+use crate::expectations::{Expectations, Key, Observed, Verdict};
 use crate::workload::http_route_resource;
 
 /// The kinds of child a workload can have.
@@ -153,8 +160,9 @@ impl Converged {
 /// The slim caches of a controller's children and the memory of its own writes.
 #[derive(Clone)]
 pub struct Children {
-    pub deployments: Store<Deployment>,
-    pub services: Store<Service>,
+    pub deployments: Store<DeploymentView>,
+    /// Metadata only: converge reads nothing else of a Service.
+    pub services: Store<PartialObjectMeta<Service>>,
     /// None for kinds without ConfigMaps.
     pub config_maps: Option<Store<ConfigMap>>,
     /// None when the Gateway API is neither enabled nor installed.
@@ -171,7 +179,7 @@ pub struct Parent<'a> {
 }
 
 impl Children {
-    pub fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<Deployment>> {
+    pub fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<DeploymentView>> {
         self.deployments
             .get(&ObjectRef::new(name).within(namespace))
     }
@@ -208,15 +216,22 @@ impl Children {
         for (kind, name) in set.absent {
             let deleted = match kind {
                 ChildKind::Deployment => {
-                    self.delete(parent, kind, &self.deployments, &name).await?
+                    self.delete::<Deployment>(parent, kind, &self.deployments, &name)
+                        .await?
                 }
-                ChildKind::Service => self.delete(parent, kind, &self.services, &name).await?,
+                ChildKind::Service => {
+                    self.delete::<Service>(parent, kind, &self.services, &name)
+                        .await?
+                }
                 ChildKind::ConfigMap => match &self.config_maps {
-                    Some(store) => self.delete(parent, kind, store, &name).await?,
+                    Some(store) => self.delete::<ConfigMap>(parent, kind, store, &name).await?,
                     None => false,
                 },
                 ChildKind::HttpRoute => match &self.routes {
-                    Some(store) => self.delete(parent, kind, store, &name).await?,
+                    Some(store) => {
+                        self.delete::<DynamicObject>(parent, kind, store, &name)
+                            .await?
+                    }
                     None => false,
                 },
             };
@@ -233,7 +248,7 @@ impl Children {
         &self,
         parent: &Parent<'_>,
         kind: ChildKind,
-        store: &Store<K>,
+        store: &Store<K::Cached>,
         mut desired: K,
     ) -> Result<Applied, ReconcileError>
     where
@@ -260,13 +275,16 @@ impl Children {
             Verdict::Pending | Verdict::Written => return Ok(Applied::Unchanged),
             Verdict::Unknown => {}
         }
+        let api = K::api(parent.client, namespace);
+        let target = || format!("{} {namespace}/{name}", kind.as_str());
         if let Some(observed) = &observed
-            && is_covered(observed.as_ref(), &desired, &hash)
+            && self
+                .is_covered(&api, &key, observed.as_ref(), &desired, &hash)
+                .await
+                .step(Step::ReadChild, target)?
         {
             return Ok(Applied::Unchanged);
         }
-        let api = K::api(parent.client, namespace);
-        let target = || format!("{} {namespace}/{name}", kind.as_str());
         if observed.is_none() {
             // Not in our (label-selected) cache: an object of that name may still exist.
             if let Some(existing) = api.get_opt(&name).await.step(Step::ReadChild, target)?
@@ -294,15 +312,58 @@ impl Children {
                 .as_ref()
                 .and_then(|o| o.meta().resource_version.as_deref()),
             written.meta().resource_version.clone(),
+            K::content_version(written.meta()),
         );
         Ok(Applied::Written(name))
+    }
+
+    /// Whether the cached child carries the desired hash and still holds every desired field (a
+    /// hand edit or another tool's change of one of our fields is drift, and is reverted).
+    async fn is_covered<K: ChildResource>(
+        &self,
+        api: &Api<K>,
+        key: &Key,
+        observed: &K::Cached,
+        desired: &K,
+        hash: &str,
+    ) -> Result<bool, kube::Error> {
+        if !is_current(Some(observed.meta()), hash) {
+            return Ok(false);
+        }
+        if K::CACHED_WHOLE {
+            return Ok(covers_json(observed, desired));
+        }
+        if !covers_json(observed.meta(), desired.meta()) {
+            return Ok(false);
+        }
+        let version = K::content_version(observed.meta());
+        if self
+            .expectations
+            .unchanged_since(key, hash, version.as_deref())
+        {
+            return Ok(true);
+        }
+        // The cache keeps no spec and nothing this process saw vouches for this version.
+        let Some(whole) = api.get_opt(&key.2).await? else {
+            return Ok(false);
+        };
+        let covered = is_current(Some(whole.meta()), hash) && covers_json(&whole, desired);
+        if covered {
+            self.expectations.confirmed(
+                key.clone(),
+                hash.to_string(),
+                whole.meta().resource_version.clone(),
+                K::content_version(whole.meta()),
+            );
+        }
+        Ok(covered)
     }
 
     async fn delete<K>(
         &self,
         parent: &Parent<'_>,
         kind: ChildKind,
-        store: &Store<K>,
+        store: &Store<K::Cached>,
         name: &str,
     ) -> Result<bool, ReconcileError>
     where
@@ -348,23 +409,15 @@ enum Applied {
     Conflict(Conflict),
 }
 
-/// Whether the cached child carries the desired hash and still holds every desired field (a
-/// hand edit or another tool's change of one of our fields is drift, and is reverted).
-fn is_covered<K: Serialize + Resource>(observed: &K, desired: &K, hash: &str) -> bool {
-    let stamped = observed
-        .meta()
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(DESIRED_HASH_ANNOTATION))
-        .is_some_and(|h| h == hash);
-    stamped
-        && match (
-            serde_json::to_value(observed),
-            serde_json::to_value(desired),
-        ) {
-            (Ok(o), Ok(d)) => covers(&o, &d),
-            _ => false,
-        }
+/// Whether `observed`'s JSON holds every field of `desired`'s.
+fn covers_json<O: Serialize, D: Serialize>(observed: &O, desired: &D) -> bool {
+    match (
+        serde_json::to_value(observed),
+        serde_json::to_value(desired),
+    ) {
+        (Ok(o), Ok(d)) => covers(&o, &d),
+        _ => false,
+    }
 }
 
 fn conflict(kind: ChildKind, namespace: &str, meta: &ObjectMeta) -> Conflict {
@@ -393,25 +446,65 @@ pub trait ChildResource:
     + Sync
     + 'static
 {
+    /// What the cache keeps of this kind.
+    type Cached: Resource<DynamicType = Self::DynamicType>
+        + Clone
+        + Serialize
+        + Debug
+        + Send
+        + Sync
+        + 'static;
+    /// Whether the cache keeps the whole object, so drift is read from it (else only its
+    /// metadata, and its spec's drift from its content version).
+    const CACHED_WHOLE: bool;
+    /// What moves whenever the object's content changes: the resourceVersion, unless the kind
+    /// has a generation (which status writes leave alone).
+    fn content_version(meta: &ObjectMeta) -> Option<String> {
+        meta.resource_version.clone()
+    }
     fn api(client: &kube::Client, namespace: &str) -> Api<Self>;
-    fn child_ref(name: &str, namespace: &str) -> ObjectRef<Self>;
+    fn child_ref(name: &str, namespace: &str) -> ObjectRef<Self::Cached>;
 }
 
-macro_rules! typed_child {
-    ($($t:ty),*) => {$(
-        impl ChildResource for $t {
-            fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
-                Api::namespaced(client.clone(), namespace)
-            }
-            fn child_ref(name: &str, namespace: &str) -> ObjectRef<Self> {
-                ObjectRef::new(name).within(namespace)
-            }
-        }
-    )*};
+impl ChildResource for Deployment {
+    type Cached = DeploymentView;
+    const CACHED_WHOLE: bool = false;
+    fn content_version(meta: &ObjectMeta) -> Option<String> {
+        meta.generation.map(|g| g.to_string())
+    }
+    fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
+        Api::namespaced(client.clone(), namespace)
+    }
+    fn child_ref(name: &str, namespace: &str) -> ObjectRef<DeploymentView> {
+        ObjectRef::new(name).within(namespace)
+    }
 }
-typed_child!(Deployment, Service, ConfigMap);
+
+impl ChildResource for Service {
+    type Cached = PartialObjectMeta<Service>;
+    const CACHED_WHOLE: bool = false;
+    fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
+        Api::namespaced(client.clone(), namespace)
+    }
+    fn child_ref(name: &str, namespace: &str) -> ObjectRef<PartialObjectMeta<Service>> {
+        ObjectRef::new(name).within(namespace)
+    }
+}
+
+impl ChildResource for ConfigMap {
+    type Cached = ConfigMap;
+    const CACHED_WHOLE: bool = true;
+    fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
+        Api::namespaced(client.clone(), namespace)
+    }
+    fn child_ref(name: &str, namespace: &str) -> ObjectRef<ConfigMap> {
+        ObjectRef::new(name).within(namespace)
+    }
+}
 
 impl ChildResource for DynamicObject {
+    type Cached = DynamicObject;
+    const CACHED_WHOLE: bool = true;
     fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
         Api::namespaced_with(client.clone(), namespace, &http_route_resource())
     }

@@ -4,7 +4,10 @@
 //! a memory of that write it would send the same object again. For each object it records the
 //! hash of what was written, the resourceVersion the cache showed before (while the cache still
 //! shows it, the cache is behind) and the resourceVersion the write returned (once the cache
-//! shows that, the object *is* our write, whatever the server normalised in it).
+//! shows that, the object *is* our write, whatever the server normalised in it). It also keeps
+//! the object's content version with exactly that content (its generation, or its
+//! resourceVersion for kinds without one): while it stays, the content is still ours, which is
+//! how drift is told for children cached without their spec.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -22,6 +25,9 @@ struct Written {
     hash: String,
     before: Option<String>,
     after: Option<String>,
+    content_version: Option<String>,
+    /// Whether this process wrote it (a write can be pending in the cache; a read cannot).
+    by_us: bool,
     at: Instant,
 }
 
@@ -58,15 +64,23 @@ impl Expectations {
         let now = observed.and_then(|o| o.resource_version);
         if now.is_some() && now == w.after.as_deref() {
             Verdict::Written
-        } else if now == w.before.as_deref() && w.at.elapsed() < PATIENCE {
+        } else if w.by_us && now == w.before.as_deref() && w.at.elapsed() < PATIENCE {
             Verdict::Pending
         } else {
             Verdict::Unknown
         }
     }
 
-    /// Records a write of `hash`: the cache showed `before`, the server answered `after`.
-    pub fn wrote(&self, key: Key, hash: String, before: Option<&str>, after: Option<String>) {
+    /// Records a write of `hash`: the cache showed `before`, the server answered `after` at
+    /// `content_version`.
+    pub fn wrote(
+        &self,
+        key: Key,
+        hash: String,
+        before: Option<&str>,
+        after: Option<String>,
+        content_version: Option<String>,
+    ) {
         let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
         written.insert(
             key,
@@ -74,9 +88,44 @@ impl Expectations {
                 hash,
                 before: before.map(String::from),
                 after,
+                content_version,
+                by_us: true,
                 at: Instant::now(),
             },
         );
+    }
+
+    /// Records that the server's object holds exactly `hash` at `resource_version` and
+    /// `content_version` (read, not written: nothing is pending).
+    pub fn confirmed(
+        &self,
+        key: Key,
+        hash: String,
+        resource_version: Option<String>,
+        content_version: Option<String>,
+    ) {
+        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        written.insert(
+            key,
+            Written {
+                hash,
+                before: None,
+                after: resource_version,
+                content_version,
+                by_us: false,
+                at: Instant::now(),
+            },
+        );
+    }
+
+    /// Whether the object's content is still the one that held `hash`: its content version is
+    /// the one it had then.
+    pub fn unchanged_since(&self, key: &Key, hash: &str, content_version: Option<&str>) -> bool {
+        let written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        content_version.is_some()
+            && written
+                .get(key)
+                .is_some_and(|w| w.hash == hash && w.content_version.as_deref() == content_version)
     }
 
     /// Forgets an object (deleted, or its parent is gone): a create of it is not pending any
@@ -104,7 +153,13 @@ mod tests {
     #[test]
     fn a_write_the_cache_has_not_shown_is_pending() {
         let e = Expectations::default();
-        e.wrote(key(), "h1".into(), Some("5"), Some("9".into()));
+        e.wrote(
+            key(),
+            "h1".into(),
+            Some("5"),
+            Some("9".into()),
+            Some("2".into()),
+        );
         assert_eq!(e.verdict(&key(), "h1", at("5")), Verdict::Pending);
         assert_eq!(e.verdict(&key(), "h1", at("9")), Verdict::Written);
         assert_eq!(
@@ -122,10 +177,34 @@ mod tests {
     #[test]
     fn a_create_is_pending_until_the_object_appears() {
         let e = Expectations::default();
-        e.wrote(key(), "h1".into(), None, Some("3".into()));
+        e.wrote(key(), "h1".into(), None, Some("3".into()), Some("1".into()));
         assert_eq!(e.verdict(&key(), "h1", None), Verdict::Pending);
         assert_eq!(e.verdict(&key(), "h1", at("3")), Verdict::Written);
         e.forget(&key());
         assert_eq!(e.verdict(&key(), "h1", None), Verdict::Unknown);
+    }
+
+    #[test]
+    fn the_content_is_ours_while_its_version_stays() {
+        let e = Expectations::default();
+        e.wrote(key(), "h1".into(), None, Some("3".into()), Some("1".into()));
+        assert!(
+            e.unchanged_since(&key(), "h1", Some("1")),
+            "a status change"
+        );
+        assert!(
+            !e.unchanged_since(&key(), "h1", Some("2")),
+            "someone edited it"
+        );
+        assert!(!e.unchanged_since(&key(), "h2", Some("1")), "other content");
+        assert!(!e.unchanged_since(&key(), "h1", None), "no version");
+        e.confirmed(key(), "h1".into(), Some("7".into()), Some("2".into()));
+        assert!(e.unchanged_since(&key(), "h1", Some("2")));
+        assert_eq!(e.verdict(&key(), "h1", at("7")), Verdict::Written);
+        assert_eq!(
+            e.verdict(&key(), "h1", None),
+            Verdict::Unknown,
+            "deleted since"
+        );
     }
 }

@@ -9,6 +9,7 @@ pub mod children;
 pub mod client;
 pub mod conditions;
 pub mod converge;
+pub mod deployment_view;
 pub mod drift;
 pub mod error;
 pub mod events;

@@ -14,11 +14,12 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::deployment_view::DeploymentView;
 use futures::future::BoxFuture;
 use futures::{FutureExt, Stream, StreamExt, TryStreamExt};
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kube::api::{Api, Patch, PatchParams};
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{self, Action};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
@@ -130,10 +131,12 @@ where
         .touched_objects()
         .predicate_filter(spec_or_deletion::<K>, Default::default());
     let expectations = Arc::<Expectations>::default();
-    let (deployments, deployment_events) = stores::cache::<Deployment>(client, namespace, selector);
+    let (deployments, deployment_events) =
+        stores::cache::<DeploymentView>(client, namespace, selector);
     let deployment_events =
         deployment_events.inspect_ok(forget_deleted(&expectations, ChildKind::Deployment));
-    let (services, service_events) = stores::cache::<Service>(client, namespace, selector);
+    let (services, service_events) =
+        stores::cache::<PartialObjectMeta<Service>>(client, namespace, selector);
     let service_events =
         service_events.inspect_ok(forget_deleted(&expectations, ChildKind::Service));
     let config = controller::Config::default()
@@ -436,6 +439,7 @@ impl Core {
             hash,
             seen.resource_version,
             written.meta().resource_version.clone(),
+            None,
         );
         if let Some((reason, message)) = problem {
             self.events

@@ -1,7 +1,7 @@
 //! What a Deployment's status says about a workload: the mirror every kind's status carries,
 //! whether it is ready, and the message users see.
 
-use k8s_openapi::api::apps::v1::Deployment;
+use crate::deployment_view::DeploymentView;
 use kaos_api::common::{DeploymentStatus, Phase};
 
 /// The state of an owned Deployment as the custom resource reports it.
@@ -18,7 +18,7 @@ pub struct Rollout {
 }
 
 /// Reads the cached Deployment (None: not created yet).
-pub fn observe(deployment: Option<&Deployment>) -> Rollout {
+pub fn observe(deployment: Option<&DeploymentView>) -> Rollout {
     let Some(deployment) = deployment else {
         return Rollout {
             mirror: None,
@@ -28,11 +28,7 @@ pub fn observe(deployment: Option<&Deployment>) -> Rollout {
         };
     };
     let status = deployment.status.clone().unwrap_or_default();
-    let desired = deployment
-        .spec
-        .as_ref()
-        .and_then(|s| s.replicas)
-        .unwrap_or(1);
+    let desired = deployment.replicas();
     let ready_replicas = status.ready_replicas.unwrap_or(0);
     let conditions = status.conditions.clone().unwrap_or_default();
     let failure = conditions
@@ -115,9 +111,11 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn deployment(status: serde_json::Value) -> Deployment {
-        serde_json::from_value(json!({"metadata": {"name": "d"}, "spec": {"replicas": 2, "selector": {}, "template": {}}, "status": status}))
-            .expect("deployment")
+    fn deployment(status: serde_json::Value) -> DeploymentView {
+        serde_json::from_value(
+            json!({"metadata": {"name": "d"}, "spec": {"replicas": 2}, "status": status}),
+        )
+        .expect("deployment")
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! The status an MCPServer should show, from what was built and the observed Deployment. Pure.
 
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kaos_api::common::Phase;
 use kaos_api::mcpserver::{MCPServer, MCPServerStatus};
+use kaos_runtime::deployment_view::DeploymentView;
 use kaos_runtime::rollout::{observe, set_ready_condition, summarize};
 
 use crate::build::{BuildError, Desired};
@@ -12,7 +12,7 @@ pub fn status(
     s: &MCPServer,
     built: &Result<Desired, BuildError>,
     conflict: Option<(&'static str, String)>,
-    deployment: Option<&Deployment>,
+    deployment: Option<&DeploymentView>,
     now: Time,
 ) -> MCPServerStatus {
     let previous = s.status.clone().unwrap_or_default();

@@ -1,10 +1,10 @@
 //! The status a ModelAPI should show, from what was built and the observed Deployment. Pure.
 
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kaos_api::common::Phase;
 use kaos_api::modelapi::{ModelAPI, ModelAPIStatus};
 use kaos_runtime::conditions::{ConditionUpdate, remove_condition, set_condition};
+use kaos_runtime::deployment_view::DeploymentView;
 use kaos_runtime::rollout::{observe, set_ready_condition, summarize};
 
 use crate::build::{BuildError, Desired};
@@ -17,7 +17,7 @@ pub fn status(
     m: &ModelAPI,
     built: &Result<Desired, BuildError>,
     conflict: Option<(&'static str, String)>,
-    deployment: Option<&Deployment>,
+    deployment: Option<&DeploymentView>,
     now: Time,
 ) -> ModelAPIStatus {
     let previous = m.status.clone().unwrap_or_default();
