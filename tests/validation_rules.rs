@@ -33,53 +33,53 @@ fn rejected_cases() -> Vec<(&'static str, Value, &'static str)> {
         (
             "Proxy without proxyConfig",
             modelapi(json!({"mode": "Proxy"})),
-            r#"spec: Invalid value: "object": mode Proxy requires proxyConfig (at least proxyConfig.models)"#,
+            r#"spec: Invalid value: mode Proxy requires proxyConfig (at least proxyConfig.models)"#,
         ),
         (
             "Hosted without hostedConfig",
             modelapi(json!({"mode": "Hosted"})),
-            r#"spec: Invalid value: "object": mode Hosted requires hostedConfig (at least hostedConfig.model)"#,
+            r#"spec: Invalid value: mode Hosted requires hostedConfig (at least hostedConfig.model)"#,
         ),
         (
             "configYaml with both sources",
             proxy(
                 json!({"configYaml": {"fromString": "model_list: []", "fromSecretKeyRef": secret}}),
             ),
-            r#"spec.proxyConfig.configYaml: Invalid value: "object": configYaml: set exactly one of fromString or fromSecretKeyRef"#,
+            r#"spec.proxyConfig.configYaml: Invalid value: configYaml: set exactly one of fromString or fromSecretKeyRef"#,
         ),
         (
             "configYaml with no source",
             proxy(json!({"configYaml": {}})),
-            r#"spec.proxyConfig.configYaml: Invalid value: "object": configYaml: set exactly one of fromString or fromSecretKeyRef"#,
+            r#"spec.proxyConfig.configYaml: Invalid value: configYaml: set exactly one of fromString or fromSecretKeyRef"#,
         ),
         (
             "apiKey with value and valueFrom",
             proxy(json!({"apiKey": {"value": "sk", "valueFrom": {"secretKeyRef": secret}}})),
-            r#"spec.proxyConfig.apiKey: Invalid value: "object": apiKey: set exactly one of value or valueFrom"#,
+            r#"spec.proxyConfig.apiKey: Invalid value: apiKey: set exactly one of value or valueFrom"#,
         ),
         (
             "apiKey.valueFrom with both refs",
             proxy(
                 json!({"apiKey": {"valueFrom": {"secretKeyRef": secret, "configMapKeyRef": secret}}}),
             ),
-            r#"spec.proxyConfig.apiKey.valueFrom: Invalid value: "object": apiKey.valueFrom: set exactly one of secretKeyRef or configMapKeyRef"#,
+            r#"spec.proxyConfig.apiKey.valueFrom: Invalid value: apiKey.valueFrom: set exactly one of secretKeyRef or configMapKeyRef"#,
         ),
         (
             "custom runtime without image",
             mcpserver(json!({"runtime": "custom"})),
-            r#"spec: Invalid value: "object": runtime custom requires container.image (the MCP server image to run)"#,
+            r#"spec: Invalid value: runtime custom requires container.image (the MCP server image to run)"#,
         ),
         (
             "custom runtime with an empty image",
             mcpserver(json!({"runtime": "custom", "container": {"image": ""}})),
-            r#"spec: Invalid value: "object": runtime custom requires container.image (the MCP server image to run)"#,
+            r#"spec: Invalid value: runtime custom requires container.image (the MCP server image to run)"#,
         ),
         (
             "gateway timeout that is not a duration",
             agent(
                 json!({"modelAPI": "m", "model": "x", "gatewayRoute": {"timeout": "30 seconds"}}),
             ),
-            r#"spec.gatewayRoute.timeout: Invalid value: "object": timeout must be a duration such as 30s, 5m, 1h30m or 500ms (0s sets no timeout)"#,
+            r#"spec.gatewayRoute.timeout: Invalid value: "30 seconds": timeout must be a duration such as 30s, 5m, 1h30m or 500ms (0s sets no timeout)"#,
         ),
         (
             "unknown mode",
@@ -172,12 +172,21 @@ fn rejected_cases() -> Vec<(&'static str, Value, &'static str)> {
     ]
 }
 
+/// What kube-apiserver adds after a required, unsupported or mistyped value: the CEL rules were
+/// not evaluated (tests/control_plane/test_differential.py compares it with the real one).
+const CEL_SKIPPED: &str = "<nil>: Invalid value: null: some validation rules were not checked \
+    because the object was invalid; correct the existing errors to complete validation";
+
 #[test]
 fn bad_manifests_are_rejected_with_a_message_that_says_what_to_fix() {
     let schemas = Schemas::default();
     let mut failures = Vec::new();
     for (case, manifest, expected) in rejected_cases() {
-        match schemas.admit(&manifest) {
+        let admitted = schemas.admit(&manifest).map_err(|errors| {
+            let errors = errors.into_iter().filter(|e| e != CEL_SKIPPED);
+            errors.collect::<Vec<_>>()
+        });
+        match admitted {
             Ok(_) => failures.push(format!("{case}: accepted")),
             Err(errors) if errors != [expected] => failures.push(format!(
                 "{case}:\n  expected {expected}\n  got      {errors:?}"

@@ -63,23 +63,49 @@ fn differing_leaves(
     }
 }
 
-/// After a forced apply, other managers no longer own the fields `applied` set.
-pub fn release_fields(applied: &Value, other_config: &mut Value) {
-    if let (Value::Object(mine), Value::Object(theirs)) = (applied, other_config) {
-        let keys: Vec<String> = theirs.keys().cloned().collect();
-        for key in keys {
-            let Some(my_value) = mine.get(&key) else {
-                continue;
-            };
-            let nested = my_value.is_object() && theirs.get(&key).is_some_and(Value::is_object);
-            if nested {
-                if let Some(their_value) = theirs.get_mut(&key) {
-                    release_fields(my_value, their_value);
+/// After a (forced) apply, other managers no longer own the fields `applied` set to another
+/// value; fields set to the same value stay shared, as in kube's server-side apply. Maps and
+/// keyed lists are compared field by field, item by item.
+pub fn release_fields(applied: &Value, other_config: &mut Value, field: &str) {
+    match (applied, other_config) {
+        (Value::Object(mine), Value::Object(theirs)) => {
+            let keys: Vec<String> = theirs.keys().cloned().collect();
+            for key in keys {
+                let (Some(my_value), Some(their_value)) = (mine.get(&key), theirs.get_mut(&key))
+                else {
+                    continue;
+                };
+                if is_walked(my_value, their_value, &key) {
+                    release_fields(my_value, their_value, &key);
+                } else if my_value != their_value {
+                    theirs.remove(&key);
                 }
-            } else {
-                theirs.remove(&key);
             }
         }
+        (Value::Array(mine), Value::Array(theirs)) => {
+            let Some(key) = merge_key(field, theirs) else {
+                return;
+            };
+            for item in theirs.iter_mut() {
+                let id = item.get(key).cloned();
+                if let Some(my_item) = mine
+                    .iter()
+                    .find(|m| id.is_some() && m.get(key) == id.as_ref())
+                {
+                    release_fields(my_item, item, "");
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Both maps, or both lists merged by key: ownership is per field inside them.
+fn is_walked(mine: &Value, theirs: &Value, field: &str) -> bool {
+    match (mine, theirs) {
+        (Value::Object(_), Value::Object(_)) => true,
+        (Value::Array(a), Value::Array(_)) => merge_key(field, a).is_some(),
+        _ => false,
     }
 }
 
@@ -168,28 +194,79 @@ fn merge_applied(target: &mut Value, applied: &Value, field: &str) {
             }
         }
         (Value::Array(target), Value::Array(applied)) if merge_key(field, applied).is_some() => {
-            // The applied items come first, in the applied order (merged with what exists);
-            // items only other managers set follow in their existing order.
             let key = merge_key(field, applied).unwrap_or("name");
-            let mut merged = Vec::with_capacity(target.len().max(applied.len()));
-            for item in applied {
-                let position = item
-                    .get(key)
-                    .and_then(|id| target.iter().position(|t| t.get(key) == Some(id)));
-                match position {
-                    Some(i) => {
-                        let mut existing = target.remove(i);
-                        merge_applied(&mut existing, item, "");
-                        merged.push(existing);
-                    }
-                    None => merged.push(item.clone()),
-                }
-            }
-            merged.append(target);
-            *target = merged;
+            *target = merge_keyed(std::mem::take(target), applied, key);
         }
         (target, applied) => *target = applied.clone(),
     }
+}
+
+/// Merges an applied keyed list into the live one in the order kube's structured-merge-diff
+/// gives: live items keep their places, items both lists hold follow the applied order, and
+/// new items come where the applied list puts them, after the live items before them.
+fn merge_keyed(live: Vec<Value>, applied: &[Value], key: &str) -> Vec<Value> {
+    let live_ids: Vec<Option<Value>> = live.iter().map(|i| i.get(key).cloned()).collect();
+    let applied_ids: Vec<Option<Value>> = applied.iter().map(|i| i.get(key).cloned()).collect();
+    let is_applied = |id: &Option<Value>| id.is_some() && applied_ids.contains(id);
+    let mut shared: std::collections::VecDeque<Value> = applied_ids
+        .iter()
+        .filter(|id| live_ids.contains(id))
+        .flatten()
+        .cloned()
+        .collect();
+    let mut next_shared = shared.pop_front();
+    let mut pool: Vec<Option<Value>> = live.into_iter().map(Some).collect();
+    let mut merged_ids: Vec<Option<Value>> = Vec::new();
+    let mut out = Vec::with_capacity(pool.len() + applied.len());
+    let (mut l, mut r) = (0, 0);
+    while l < pool.len() || r < applied.len() {
+        if l < pool.len() && r < applied.len() {
+            if live_ids[l].is_some() && live_ids[l] == applied_ids[r] {
+                let mut item = pool[l].take().unwrap_or(Value::Null);
+                merge_applied(&mut item, &applied[r], "");
+                out.push(item);
+                merged_ids.push(applied_ids[r].clone());
+                (l, r) = (l + 1, r + 1);
+                next_shared = shared.pop_front();
+                continue;
+            }
+            // A shared item, but not the one due now: it comes in the applied order.
+            if is_applied(&live_ids[l])
+                && next_shared.is_some()
+                && next_shared.as_ref() != live_ids[l].as_ref()
+            {
+                l += 1;
+                continue;
+            }
+        }
+        if l < pool.len() {
+            if !is_applied(&live_ids[l]) {
+                out.extend(pool[l].take());
+                l += 1;
+                continue;
+            }
+            if merged_ids.contains(&live_ids[l]) {
+                l += 1;
+                continue;
+            }
+        }
+        if r < applied.len() {
+            let id = &applied_ids[r];
+            let live_item = live_ids
+                .iter()
+                .position(|i| id.is_some() && i == id)
+                .and_then(|p| pool[p].take());
+            let mut item = live_item.unwrap_or(Value::Null);
+            merge_applied(&mut item, &applied[r], "");
+            out.push(item);
+            merged_ids.push(id.clone());
+            if next_shared.is_some() && next_shared.as_ref() == id.as_ref() {
+                next_shared = shared.pop_front();
+            }
+            r += 1;
+        }
+    }
+    out
 }
 
 /// `fieldsV1` of a managed-fields entry: the set of fields a configuration sets.
@@ -288,8 +365,8 @@ mod tests {
             vec![("a".to_string(), ".data.x".to_string())]
         );
         let mut a = managers.remove("a").expect("a");
-        release_fields(&b, &mut a);
-        assert_eq!(a, json!({"data": {}}));
+        release_fields(&b, &mut a, "");
+        assert_eq!(a, json!({"data": {"y": "1"}}), "y is shared: same value");
     }
 
     #[test]

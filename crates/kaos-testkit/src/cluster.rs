@@ -296,6 +296,15 @@ impl Cluster {
             )));
         }
         let sent_version = meta::resource_version(&object);
+        // Custom resources allow no unconditional update (built-ins do).
+        if sent_version.is_empty() && rt.crd.is_some() {
+            let error = crate::schema::FieldError::invalid(
+                "metadata.resourceVersion",
+                &Value::from(0),
+                "must be specified for an update".into(),
+            );
+            return Err(ApiError::invalid(&rt.plural, &rt.group, name, &[error]));
+        }
         if !sent_version.is_empty() && sent_version != meta::resource_version(&existing) {
             return Err(ApiError::conflict(&rt.plural, &rt.group, name));
         }
@@ -325,7 +334,10 @@ impl Cluster {
             if patch_type == PatchType::Apply && sub == Subresource::Main {
                 let manager = apply_manager(options)?;
                 let mut object = body.clone();
-                meta::metadata_mut(&mut object).insert("name".into(), Value::from(name));
+                let entry = managed_entry(rt, &manager, body);
+                let metadata = meta::metadata_mut(&mut object);
+                metadata.insert("name".into(), Value::from(name));
+                metadata.insert("managedFields".into(), json!([entry]));
                 let created = state.create(rt, namespace, object, options, &self.events)?;
                 state.record_apply(rt, namespace, name, &manager, body.clone());
                 return Ok(with_type(rt, created));
@@ -513,6 +525,55 @@ fn apply_manager(options: &WriteOptions) -> ApiResult<String> {
         .ok_or_else(|| ApiError::bad_request("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"))
 }
 
+/// The `managedFields` entry of a manager's applied configuration.
+fn managed_entry(rt: &ResourceType, manager: &str, config: &Value) -> Value {
+    let mut fields = config.clone();
+    if let Some(map) = fields.as_object_mut() {
+        map.remove("apiVersion");
+        map.remove("kind");
+    }
+    json!({
+        "manager": manager,
+        "operation": "Apply",
+        "apiVersion": rt.api_version(),
+        "time": meta::now(),
+        "fieldsType": "FieldsV1",
+        "fieldsV1": apply::fields_v1(&fields, ""),
+    })
+}
+
+/// The finalizer an owner deleted with the `Orphan` policy waits under.
+const ORPHAN: &str = "orphan";
+
+/// An object being deleted without `finalizer`: its next state and event. Without any finalizer
+/// left it is deleted, and the DELETED event carries its last stored state (as etcd's does).
+fn without_finalizer(object: &Value, finalizer: &str) -> (Value, EventType) {
+    let remaining: Vec<String> = meta::finalizers(object)
+        .into_iter()
+        .filter(|f| f != finalizer)
+        .collect();
+    if remaining.is_empty() {
+        return (object.clone(), EventType::Deleted);
+    }
+    let mut updated = object.clone();
+    meta::metadata_mut(&mut updated).insert("finalizers".into(), json!(remaining));
+    (updated, EventType::Modified)
+}
+
+/// kube-apiserver keeps the label `kubernetes.io/metadata.name` of a Namespace equal to its name
+/// on every write (NetworkPolicies select namespaces by it).
+fn label_namespace_name(rt: &ResourceType, object: &mut Value) {
+    if !(rt.group.is_empty() && rt.plural == "namespaces") {
+        return;
+    }
+    let name = Value::from(meta::name(object));
+    let metadata = meta::metadata_mut(object);
+    if !metadata.get("labels").is_some_and(Value::is_object) {
+        metadata.insert("labels".into(), json!({}));
+    }
+    metadata["labels"]["kubernetes.io/metadata.name"] = name;
+}
+
 /// Lists carry `apiVersion` and `kind` on every item (kube-apiserver's JSON does for CRs).
 fn with_type(rt: &ResourceType, mut object: Value) -> Value {
     if let Some(map) = object.as_object_mut() {
@@ -553,6 +614,9 @@ fn decode_continue(token: &str) -> ApiResult<(String, String)> {
 enum Collect {
     /// Delete (background) this dependent: its owners are gone or deleting in the foreground.
     Delete(Arc<ResourceType>, String, String),
+    /// Release the dependents of an owner deleted with the `orphan` policy, then drop its
+    /// `orphan` finalizer.
+    Orphan(Arc<ResourceType>, Value),
     /// Commit an object's new state (event type, previous state): a finished foreground
     /// deletion or an empty terminating namespace going away.
     Commit(Arc<ResourceType>, Value, EventType, Value),
@@ -791,6 +855,7 @@ impl State {
             }
             _ => {}
         }
+        label_namespace_name(rt, object);
     }
 
     fn admit(
@@ -864,15 +929,21 @@ impl State {
                         }
                     }
                 }
-                let new_finalizers: HashSet<String> =
-                    meta::finalizers(&updated).into_iter().collect();
-                let old_finalizers: HashSet<String> =
-                    meta::finalizers(existing).into_iter().collect();
-                if meta::is_deleting(existing) && !new_finalizers.is_subset(&old_finalizers) {
-                    let errors = [crate::schema::FieldError::invalid(
+                let old_finalizers = meta::finalizers(existing);
+                let added: Vec<String> = meta::finalizers(&updated)
+                    .into_iter()
+                    .filter(|f| !old_finalizers.contains(f))
+                    .collect();
+                if meta::is_deleting(existing) && !added.is_empty() {
+                    // Worded as kube-apiserver's (Go's %#v of the added names).
+                    let quoted: Vec<String> = added.iter().map(|f| format!("{f:?}")).collect();
+                    let errors = [crate::schema::FieldError::forbidden(
                         "metadata.finalizers",
-                        &Value::from(new_finalizers.into_iter().collect::<Vec<_>>()),
-                        "no new finalizers can be added if the object is being deleted".into(),
+                        format!(
+                            "no new finalizers can be added if the object is being deleted, \
+                             found new finalizers []string{{{}}}",
+                            quoted.join(", ")
+                        ),
                     )];
                     return Err(ApiError::invalid(
                         &rt.kind,
@@ -896,6 +967,7 @@ impl State {
                         None => metadata.remove(key),
                     };
                 }
+                label_namespace_name(rt, &mut updated);
                 updated
             }
         };
@@ -925,15 +997,21 @@ impl State {
             return Ok(existing.clone());
         }
         if meta::is_deleting(&updated) && meta::finalizers(&updated).is_empty() {
-            let deleted = self.commit(
+            // As kube-apiserver: the DELETED event carries the last stored state; the answer is
+            // the object as written, at that state's resourceVersion.
+            self.commit(
                 rt,
-                updated,
+                existing.clone(),
                 EventType::Deleted,
                 Some(existing.clone()),
                 events,
             );
             self.collect_garbage(events);
-            return Ok(deleted);
+            meta::metadata_mut(&mut updated).insert(
+                "resourceVersion".into(),
+                Value::from(meta::resource_version(existing)),
+            );
+            return Ok(updated);
         }
         let committed = self.commit(
             rt,
@@ -974,7 +1052,7 @@ impl State {
         {
             for (other, other_config) in stored.applied.iter_mut() {
                 if other != manager {
-                    apply::release_fields(&config, other_config);
+                    apply::release_fields(&config, other_config, "");
                 }
             }
             stored.applied.insert(manager.to_string(), config);
@@ -988,21 +1066,7 @@ impl State {
         stored
             .applied
             .iter()
-            .map(|(manager, config)| {
-                let mut fields = config.clone();
-                if let Some(map) = fields.as_object_mut() {
-                    map.remove("apiVersion");
-                    map.remove("kind");
-                }
-                json!({
-                    "manager": manager,
-                    "operation": "Apply",
-                    "apiVersion": rt.api_version(),
-                    "time": meta::now(),
-                    "fieldsType": "FieldsV1",
-                    "fieldsV1": apply::fields_v1(&fields, ""),
-                })
-            })
+            .map(|(manager, config)| managed_entry(rt, manager, config))
             .collect()
     }
 
@@ -1024,7 +1088,11 @@ impl State {
             Propagation::Foreground if !finalizers.iter().any(|f| f == "foregroundDeletion") => {
                 finalizers.push("foregroundDeletion".into())
             }
-            Propagation::Orphan => self.orphan_dependents(meta::uid(&existing), events),
+            // As kube's collector: the owner waits under the `orphan` finalizer until its
+            // dependents are released (collect_garbage does that at once).
+            Propagation::Orphan if !finalizers.iter().any(|f| f == ORPHAN) => {
+                finalizers.push(ORPHAN.into())
+            }
             _ => {}
         }
         if finalizers.is_empty() && !is_namespace {
@@ -1118,6 +1186,11 @@ impl State {
                     Collect::Commit(rt, updated, event, previous) => {
                         self.commit(&rt, updated, event, Some(previous), events);
                     }
+                    Collect::Orphan(rt, object) => {
+                        self.orphan_dependents(meta::uid(&object), events);
+                        let (next, event) = without_finalizer(&object, ORPHAN);
+                        self.commit(&rt, next, event, Some(object), events);
+                    }
                 }
             }
         }
@@ -1140,7 +1213,11 @@ impl State {
             })
             .map(|(_, o)| meta::uid(o))
             .collect();
-        let owners: HashSet<String> = all.iter().flat_map(|(_, o)| meta::owner_uids(o)).collect();
+        // Only dependents that block their owner's deletion hold a foreground deletion.
+        let blocking: HashSet<String> = all
+            .iter()
+            .flat_map(|(_, o)| meta::blocking_owner_uids(o))
+            .collect();
         let populated: HashSet<&str> = all
             .iter()
             .filter(|(t, _)| t.namespaced)
@@ -1172,24 +1249,13 @@ impl State {
                         object,
                     ));
                 }
+            } else if finalizers.iter().any(|f| f == ORPHAN) {
+                work.push(Collect::Orphan(rt.clone(), (*object).clone()));
             } else if finalizers.iter().any(|f| f == FOREGROUND)
-                && !owners.contains(meta::uid(object))
+                && !blocking.contains(meta::uid(object))
             {
-                let mut updated = (*object).clone();
-                let remaining: Vec<String> =
-                    finalizers.into_iter().filter(|f| f != FOREGROUND).collect();
-                let event = if remaining.is_empty() {
-                    EventType::Deleted
-                } else {
-                    EventType::Modified
-                };
-                meta::metadata_mut(&mut updated).insert("finalizers".into(), json!(remaining));
-                work.push(Collect::Commit(
-                    rt.clone(),
-                    updated,
-                    event,
-                    (*object).clone(),
-                ));
+                let (next, event) = without_finalizer(object, FOREGROUND);
+                work.push(Collect::Commit(rt.clone(), next, event, (*object).clone()));
             }
         }
         work

@@ -29,7 +29,7 @@ impl ApiError {
             404,
             "NotFound",
             format!("{} \"{name}\" not found", qualified(resource, group)),
-            json!({"name": name, "group": group, "kind": resource}),
+            details(name, group, resource),
         )
     }
 
@@ -43,11 +43,14 @@ impl ApiError {
                 "{} \"{name}\" is forbidden: unable to create new content in namespace {namespace} because it is being terminated",
                 qualified(resource, group)
             ),
-            json!({"name": name, "group": group, "kind": resource, "causes": [{
-                "reason": "NamespaceTerminating",
-                "message": format!("namespace {namespace} is being terminated"),
-                "field": "metadata.namespace",
-            }]}),
+            with_causes(
+                details(name, group, resource),
+                json!([{
+                    "reason": "NamespaceTerminating",
+                    "message": format!("namespace {namespace} is being terminated"),
+                    "field": "metadata.namespace",
+                }]),
+            ),
         )
     }
 
@@ -56,7 +59,7 @@ impl ApiError {
             409,
             "AlreadyExists",
             format!("{} \"{name}\" already exists", qualified(resource, group)),
-            json!({"name": name, "group": group, "kind": resource}),
+            details(name, group, resource),
         )
     }
 
@@ -70,7 +73,7 @@ impl ApiError {
                  please apply your changes to the latest version and try again",
                 qualified(resource, group)
             ),
-            json!({"name": name, "group": group, "kind": resource}),
+            details(name, group, resource),
         )
     }
 
@@ -115,7 +118,7 @@ impl ApiError {
             422,
             "Invalid",
             message,
-            json!({"name": name, "group": group, "kind": kind, "causes": causes}),
+            with_causes(details(name, group, kind), json!(causes)),
         )
     }
 
@@ -169,7 +172,7 @@ impl ApiError {
                     format!(".{group}")
                 }
             ),
-            json!({"group": group, "kind": resource}),
+            details("", group, resource),
         )
     }
 
@@ -203,6 +206,23 @@ impl ApiError {
             "code": self.code,
         })
     }
+}
+
+/// A Status' `details`: kube-apiserver leaves out an empty name or group.
+fn details(name: &str, group: &str, kind: &str) -> Value {
+    let mut details = json!({"kind": kind});
+    if !name.is_empty() {
+        details["name"] = json!(name);
+    }
+    if !group.is_empty() {
+        details["group"] = json!(group);
+    }
+    details
+}
+
+fn with_causes(mut details: Value, causes: Value) -> Value {
+    details["causes"] = causes;
+    details
 }
 
 fn qualified(resource: &str, group: &str) -> String {

@@ -68,6 +68,21 @@ pub fn owner_uids(object: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The owners whose deletion this object blocks (`blockOwnerDeletion: true`).
+pub fn blocking_owner_uids(object: &Value) -> Vec<String> {
+    object
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .map(|refs| {
+            refs.iter()
+                .filter(|r| r.get("blockOwnerDeletion").and_then(Value::as_bool) == Some(true))
+                .filter_map(|r| r.get("uid").and_then(Value::as_str))
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The metadata map of an object, created if missing.
 pub fn metadata_mut(object: &mut Value) -> &mut Map<String, Value> {
     if !object.get("metadata").is_some_and(Value::is_object) {

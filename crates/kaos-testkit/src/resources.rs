@@ -21,6 +21,8 @@ pub struct ResourceType {
     pub has_status: bool,
     /// `metadata.generation` is maintained (bumped on changes outside metadata and status).
     pub tracks_generation: bool,
+    /// Has a `/scale` subresource (an `autoscaling/v1` Scale over `spec.replicas`).
+    pub has_scale: bool,
     /// Admission schema of a custom resource.
     pub schema: Option<Arc<CrdSchema>>,
     /// `additionalPrinterColumns` of a custom resource.
@@ -46,7 +48,7 @@ impl ResourceType {
     }
 
     pub fn verbs(&self) -> Vec<&'static str> {
-        vec![
+        let all = [
             "create",
             "delete",
             "deletecollection",
@@ -55,7 +57,12 @@ impl ResourceType {
             "patch",
             "update",
             "watch",
-        ]
+        ];
+        // Namespaces are deleted one by one (kube-apiserver serves no deletecollection).
+        let is_namespace = self.group.is_empty() && self.plural == "namespaces";
+        all.into_iter()
+            .filter(|v| !(is_namespace && *v == "deletecollection"))
+            .collect()
     }
 }
 
@@ -241,6 +248,14 @@ const BUILTINS: &[Builtin] = &[
     ),
 ];
 
+/// The built-in kinds kube-apiserver lists in the `all` category (`kubectl get all`).
+const IN_ALL_CATEGORY: &[&str] = &[
+    "pods",
+    "services",
+    "deployments",
+    "horizontalpodautoscalers",
+];
+
 /// The built-in resource types.
 pub fn builtins() -> Vec<ResourceType> {
     BUILTINS
@@ -253,13 +268,14 @@ pub fn builtins() -> Vec<ResourceType> {
             singular: b.kind.to_lowercase(),
             namespaced: b.namespaced,
             short_names: b.short_names.iter().map(|s| s.to_string()).collect(),
-            categories: if b.group.is_empty() || b.group == "apps" {
-                vec!["all".into()]
-            } else {
-                vec![]
+            categories: match b.plural {
+                p if IN_ALL_CATEGORY.contains(&p) => vec!["all".into()],
+                "customresourcedefinitions" => vec!["api-extensions".into()],
+                _ => vec![],
             },
             has_status: b.has_status,
             tracks_generation: b.tracks_generation,
+            has_scale: b.plural == "deployments",
             schema: None,
             printer_columns: vec![],
             crd: None,
@@ -336,6 +352,7 @@ pub fn from_crd(crd: &Value) -> Result<Vec<ResourceType>, String> {
             categories: strings(names.get("categories")),
             has_status: version.pointer("/subresources/status").is_some(),
             tracks_generation: true,
+            has_scale: false,
             schema,
             printer_columns: version
                 .get("additionalPrinterColumns")

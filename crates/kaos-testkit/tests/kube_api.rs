@@ -403,7 +403,7 @@ async fn finalizers_hold_deletion_and_owners_collect_their_dependents() {
             .is_empty()
     );
 
-    // Foreground: the owner waits, marked, until its dependents are gone.
+    // Foreground: the owner waits, marked, until its blocking dependents are gone.
     let owner = cms
         .create(&PostParams::default(), &configmap("owner3", json!({})))
         .await
@@ -411,7 +411,7 @@ async fn finalizers_hold_deletion_and_owners_collect_their_dependents() {
     let mut dep = configmap("dep-4", json!({}));
     dep.metadata.owner_references = Some(
         serde_json::from_value(json!([{"apiVersion": "v1", "kind": "ConfigMap",
-        "name": "owner3", "uid": owner.uid().expect("uid")}]))
+        "name": "owner3", "uid": owner.uid().expect("uid"), "blockOwnerDeletion": true}]))
         .expect("refs"),
     );
     dep.metadata.finalizers = Some(vec!["example.com/hold".into()]);

@@ -314,7 +314,7 @@ fn kubectl_gets_the_cel_rule_message_and_the_strict_field_error() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains(r#"The ModelAPI "bad" is invalid: spec: Invalid value: "object": mode Proxy requires proxyConfig (at least proxyConfig.models)"#),
+        stderr.contains(r#"The ModelAPI "bad" is invalid: spec: Invalid value: mode Proxy requires proxyConfig (at least proxyConfig.models)"#),
         "{stderr}"
     );
 
@@ -384,6 +384,25 @@ spec:
             "deployment/web",
             "--timeout=10s",
         ],
+    );
+    // `kubectl scale` goes through deployments/scale; `kubectl get all` reads the category.
+    ok(&served, &["scale", "deployment", "web", "--replicas=4"]);
+    let replicas = ok(
+        &served,
+        &[
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.spec.replicas}",
+        ],
+    );
+    assert_eq!(replicas, "4");
+    let all = ok(&served, &["get", "all", "-o", "name"]);
+    assert_eq!(
+        all.trim(),
+        "deployment.apps/web",
+        "no ConfigMaps or Secrets in `all`"
     );
     let selected = ok(
         &served,

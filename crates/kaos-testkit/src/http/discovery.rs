@@ -101,6 +101,17 @@ pub fn resources(cluster: &Cluster, group: &str, version: &str) -> Option<Value>
             entry["categories"] = json!(rt.categories);
         }
         resources.push(entry);
+        if rt.has_scale {
+            resources.push(json!({
+                "name": format!("{}/scale", rt.plural),
+                "singularName": "",
+                "namespaced": rt.namespaced,
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
         if rt.has_status {
             resources.push(json!({
                 "name": format!("{}/status", rt.plural),

@@ -3,6 +3,7 @@
 
 mod discovery;
 pub mod path;
+mod scale;
 mod table;
 mod watch;
 
@@ -288,6 +289,10 @@ fn resource_request(
     let sub = match target.subresource.as_deref() {
         None => Subresource::Main,
         Some("status") if rt.has_status => Subresource::Status,
+        Some("scale") if rt.has_scale && target.name.is_some() => {
+            let body = parse_body(headers, body)?;
+            return scale::serve(cluster, method, headers, body, query, rt, target);
+        }
         Some(other) => {
             return Err(ApiError::not_found(
                 &format!("{}/{other}", rt.plural),
@@ -369,7 +374,7 @@ fn resource_request(
                 options_body.get("preconditions"),
                 dry_run,
             )?;
-            Ok((StatusCode::OK, deleted))
+            Ok((StatusCode::OK, deletion_answer(rt, deleted, dry_run)))
         }
         ("DELETE", None) => Ok((
             StatusCode::OK,
@@ -379,6 +384,27 @@ fn resource_request(
             "{method} is not supported on this path"
         ))),
     }
+}
+
+/// What a DELETE answers, as kube-apiserver: the object when finalizers hold it (or for a dry
+/// run), and when it was deleted at once a `Success` Status naming it (pods excepted).
+fn deletion_answer(rt: &ResourceType, deleted: Value, dry_run: bool) -> Value {
+    let held = deleted
+        .pointer("/metadata/deletionTimestamp")
+        .is_some_and(|t| !t.is_null());
+    let returns_object = rt.group.is_empty() && rt.plural == "pods";
+    if held || dry_run || returns_object {
+        return deleted;
+    }
+    let mut details = json!({
+        "name": deleted.pointer("/metadata/name").cloned().unwrap_or(Value::Null),
+        "kind": rt.plural,
+        "uid": deleted.pointer("/metadata/uid").cloned().unwrap_or(Value::Null),
+    });
+    if !rt.group.is_empty() {
+        details["group"] = json!(rt.group);
+    }
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})
 }
 
 /// Answers in the representation the client asked for: a Table, metadata only, or the object.

@@ -130,10 +130,14 @@ pub fn to_table(rt: &ResourceType, value: &Value, include_object: Option<&str>) 
     let definitions: Vec<Value> = columns
         .iter()
         .map(|c| {
-            let (kind, format) = match c.kind.as_str() {
-                "date" => ("string", ""),
-                other => (other, if c.name == "Name" { "name" } else { "" }),
+            // kube-apiserver types a custom resource's columns as its CRD does, and every
+            // built-in column as a string.
+            let kind = if rt.crd.is_some() || c.name == "Name" {
+                c.kind.as_str()
+            } else {
+                "string"
             };
+            let format = if c.name == "Name" { "name" } else { "" };
             json!({"name": c.name, "type": kind, "format": format, "description": "", "priority": 0})
         })
         .collect();

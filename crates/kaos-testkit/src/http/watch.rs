@@ -47,10 +47,22 @@ impl Filter {
             EventType::Deleted if now => EventType::Deleted,
             _ => return None,
         };
+        // An object leaving the selector is DELETED as it was when it still matched, at the
+        // event's resourceVersion (kube-apiserver's watch cache does the same).
+        let leaving = event.event_type == EventType::Modified && kind == EventType::Deleted;
+        let object = match (&event.previous, leaving) {
+            (Some(previous), true) => {
+                let mut previous = previous.clone();
+                previous["metadata"]["resourceVersion"] =
+                    Value::from(event.resource_version.to_string());
+                previous
+            }
+            _ => event.object.clone(),
+        };
         let object = if self.metadata_only {
-            super::to_metadata(&event.object)
+            super::to_metadata(&object)
         } else {
-            event.object.clone()
+            object
         };
         Some((kind.as_str(), object))
     }

@@ -14,6 +14,8 @@ pub enum FieldErrorKind {
     TypeInvalid,
     /// A field the schema does not declare (only reported under strict field validation).
     Unknown,
+    /// A change that is not allowed (e.g. a new finalizer on an object being deleted).
+    Forbidden,
 }
 
 /// One rejected field.
@@ -43,6 +45,15 @@ impl FieldError {
             path: path.to_string(),
             kind: FieldErrorKind::Invalid,
             value: Some(value.clone()),
+            detail,
+        }
+    }
+
+    pub(crate) fn forbidden(path: &str, detail: String) -> Self {
+        Self {
+            path: path.to_string(),
+            kind: FieldErrorKind::Forbidden,
+            value: None,
             detail,
         }
     }
@@ -77,14 +88,41 @@ impl FieldError {
         }
     }
 
-    pub(crate) fn from_cel(error: kube_cel::ValidationError) -> Self {
+    /// A failed CEL rule. kube-apiserver prints the value of a scalar field and no value for an
+    /// object or a list.
+    pub(crate) fn from_cel(error: kube_cel::ValidationError, object: &Value) -> Self {
+        let value = lookup(object, &error.field_path)
+            .filter(|v| !v.is_object() && !v.is_array())
+            .cloned();
         Self {
             path: error.field_path,
             kind: FieldErrorKind::Invalid,
-            // kube-apiserver prints the value's type for CEL failures, not the value.
-            value: Some(Value::String("object".into())),
+            value,
             detail: error.message,
         }
+    }
+
+    /// What kube-apiserver adds instead of evaluating the CEL rules when a blocking error
+    /// (required, unsupported or mistyped value) was found.
+    pub(crate) fn cel_skipped() -> Self {
+        Self {
+            path: "<nil>".into(),
+            kind: FieldErrorKind::Invalid,
+            value: Some(Value::Null),
+            detail: "some validation rules were not checked because the object was invalid; \
+                     correct the existing errors to complete validation"
+                .into(),
+        }
+    }
+
+    /// Whether this error stops kube-apiserver from evaluating CEL rules.
+    pub(crate) fn blocks_cel(&self) -> bool {
+        matches!(
+            self.kind,
+            FieldErrorKind::Required
+                | FieldErrorKind::NotSupported(_)
+                | FieldErrorKind::TypeInvalid
+        )
     }
 
     /// The `reason` of this error in a Status cause, as kube-apiserver sets it.
@@ -95,6 +133,7 @@ impl FieldError {
             FieldErrorKind::Invalid => "FieldValueInvalid",
             FieldErrorKind::TypeInvalid => "FieldValueTypeInvalid",
             FieldErrorKind::Unknown => "FieldValueInvalid",
+            FieldErrorKind::Forbidden => "FieldValueForbidden",
         }
     }
 }
@@ -106,6 +145,7 @@ impl FieldError {
         let value = self.value.as_ref().map(render_value).unwrap_or_default();
         match &self.kind {
             FieldErrorKind::Required => "Required value".to_string(),
+            FieldErrorKind::Forbidden => format!("Forbidden: {}", self.detail),
             FieldErrorKind::Unknown => format!("unknown field \"{}\"", self.path),
             FieldErrorKind::NotSupported(supported) => {
                 let list: Vec<String> = supported.iter().map(render_value).collect();
@@ -113,6 +153,9 @@ impl FieldError {
                     "Unsupported value: {value}: supported values: {}",
                     list.join(", ")
                 )
+            }
+            FieldErrorKind::Invalid | FieldErrorKind::TypeInvalid if self.value.is_none() => {
+                format!("Invalid value: {}", self.detail)
             }
             FieldErrorKind::Invalid | FieldErrorKind::TypeInvalid => {
                 format!("Invalid value: {value}: {}", self.detail)
@@ -128,6 +171,21 @@ impl fmt::Display for FieldError {
             _ => write!(f, "{}: {}", self.path, self.detail_message()),
         }
     }
+}
+
+/// The value at a field path as CEL reports it (`spec.a.b`, `spec.list[2].c`).
+fn lookup<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
+    let mut current = object;
+    for part in path.split('.').filter(|p| !p.is_empty()) {
+        let (field, indices) = part.split_once('[').unwrap_or((part, ""));
+        if !field.is_empty() {
+            current = current.get(field)?;
+        }
+        for index in indices.split('[').filter(|i| !i.is_empty()) {
+            current = current.get(index.trim_end_matches(']').parse::<usize>().ok()?)?;
+        }
+    }
+    Some(current)
 }
 
 fn render_value(value: &Value) -> String {

@@ -73,11 +73,13 @@ impl CrdSchema {
         }
         prune_default::apply_defaults(&self.schema, object);
         structural::validate(&self.schema, object, "", &mut errors);
-        // CEL rules only run on structurally valid objects, as in kube-apiserver.
-        if errors.is_empty()
-            && let Err(failures) = self.validator.validate_compiled(&self.cel, object, old)
-        {
-            errors.extend(failures.into_vec().into_iter().map(FieldError::from_cel));
+        // As kube-apiserver: CEL rules run unless a blocking error was found, which one more
+        // error then reports.
+        if errors.iter().any(FieldError::blocks_cel) {
+            errors.push(FieldError::cel_skipped());
+        } else if let Err(failures) = self.validator.validate_compiled(&self.cel, object, old) {
+            let failures = failures.into_vec().into_iter();
+            errors.extend(failures.map(|e| FieldError::from_cel(e, object)));
         }
         if errors.is_empty() {
             Ok(())

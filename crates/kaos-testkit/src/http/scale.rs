@@ -1,0 +1,129 @@
+//! The `/scale` subresource of Deployments: an `autoscaling/v1` Scale whose `spec.replicas` is
+//! the Deployment's, as `kubectl scale` and HPAs read and write it.
+
+use http::{HeaderMap, Method, StatusCode};
+use serde_json::{Value, json};
+
+use super::path::{Query, Target};
+use crate::cluster::{Cluster, Patch, PatchType, Subresource};
+use crate::error::{ApiError, ApiResult};
+use crate::resources::ResourceType;
+use crate::schema::FieldError;
+
+/// GET, PATCH (merge, JSON or strategic) or PUT of `<name>/scale`.
+pub fn serve(
+    cluster: &Cluster,
+    method: &Method,
+    headers: &HeaderMap,
+    body: Value,
+    query: &Query,
+    rt: &ResourceType,
+    target: &Target,
+) -> ApiResult<(StatusCode, Value)> {
+    let namespace = target.namespace.as_deref().unwrap_or_default();
+    let name = target.name.as_deref().unwrap_or_default();
+    let current = scale_of(&cluster.get(rt, namespace, name)?);
+    let wanted = match method.as_str() {
+        "GET" => return Ok((StatusCode::OK, current)),
+        "PUT" => {
+            let sent = body
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str);
+            if sent.is_some_and(|v| !v.is_empty() && Some(v) != resource_version(&current)) {
+                return Err(ApiError::conflict(&rt.plural, &rt.group, name));
+            }
+            body
+        }
+        "PATCH" => {
+            let mut patched = current.clone();
+            match super::patch_type(headers)? {
+                PatchType::Json => crate::patch::json_patch(&mut patched, &body)?,
+                PatchType::Apply => {
+                    return Err(ApiError::unsupported_media_type(
+                        "application/apply-patch+yaml is not supported on /scale",
+                    ));
+                }
+                PatchType::Merge | PatchType::Strategic => {
+                    crate::patch::merge_patch(&mut patched, &body)
+                }
+            }
+            patched
+        }
+        other => {
+            return Err(ApiError::method_not_allowed(format!(
+                "{other} is not supported on /scale"
+            )));
+        }
+    };
+    let replicas = replicas(&wanted, name)?;
+    let change = json!({"spec": {"replicas": replicas}});
+    let patch = Patch {
+        kind: PatchType::Merge,
+        body: &change,
+    };
+    let updated = cluster.patch(
+        rt,
+        namespace,
+        name,
+        patch,
+        Subresource::Main,
+        &super::write_options(query),
+    )?;
+    Ok((StatusCode::OK, scale_of(&updated)))
+}
+
+/// `spec.replicas` of a Scale, refused as kube-apiserver refuses it when negative.
+fn replicas(scale: &Value, name: &str) -> ApiResult<i64> {
+    let value = scale.pointer("/spec/replicas").cloned().unwrap_or(json!(0));
+    match value.as_i64() {
+        Some(n) if n >= 0 => Ok(n),
+        _ => Err(ApiError::invalid(
+            "Scale",
+            "autoscaling",
+            name,
+            &[FieldError::invalid(
+                "spec.replicas",
+                &value,
+                "must be greater than or equal to 0".into(),
+            )],
+        )),
+    }
+}
+
+fn resource_version(object: &Value) -> Option<&str> {
+    object
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+}
+
+/// The Scale view of a Deployment.
+fn scale_of(deployment: &Value) -> Value {
+    let metadata = &deployment["metadata"];
+    let selector = deployment
+        .pointer("/spec/selector/matchLabels")
+        .and_then(Value::as_object)
+        .map(|labels| {
+            labels
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            "name": metadata["name"],
+            "namespace": metadata["namespace"],
+            "uid": metadata["uid"],
+            "resourceVersion": metadata["resourceVersion"],
+            "creationTimestamp": metadata["creationTimestamp"],
+        },
+        "spec": {"replicas": deployment.pointer("/spec/replicas").cloned().unwrap_or(json!(1))},
+        "status": {
+            "replicas": deployment.pointer("/status/replicas").cloned().unwrap_or(json!(0)),
+            "selector": selector,
+        },
+    })
+}
