@@ -62,8 +62,9 @@ pub struct AgentSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<ContainerOverride>,
     /// A pod spec merged over the generated one with strategic-merge semantics.
+    // Boxed: inline, a PodSpec is 1.4 KiB of every cached object, set or not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod_spec: Option<PodSpec>,
+    pub pod_spec: Option<Box<PodSpec>>,
 }
 
 /// Agent-to-agent (A2A) networking.
