@@ -76,8 +76,8 @@ else
   wait # the module downloads started above
   scripts/control-plane build
 
-  step "Controller and kaos-testkit binaries for the real-plane suites"
-  cargo build --locked -p agent-controller -p modelapi-controller -p mcpserver-controller -p kaos-testkit
+  step "Controller, kaos-testkit and kaosctl binaries for the real-plane suites"
+  cargo build --locked -p agent-controller -p modelapi-controller -p mcpserver-controller -p kaos-testkit -p kaosctl
 
   step "Real control plane suites (kube-apiserver v1.37.2, helm, the controllers out of cluster)"
   KAOS_CONTROL_PLANE=1 python3 -m pytest tests/control_plane -q -p no:cacheprovider

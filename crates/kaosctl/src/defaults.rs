@@ -8,7 +8,7 @@ pub const DEFAULT_LITELLM_IMAGE: &str = "ghcr.io/berriai/litellm:main-stable";
 pub const DEFAULT_OLLAMA_IMAGE: &str = "ollama/ollama:latest";
 pub const SYSTEM_NAMESPACE: &str = "kaos-system";
 
-/// The quickstart applied by `kaosctl dev` when no `--apply` is given.
+/// The quickstart a `kaosctl dev` sandbox applies when no `--apply` is given.
 pub const QUICKSTART: &str = include_str!("../../../examples/quickstart.yaml");
 
 /// Each controller's settings as its binary would parse them from the chart's environment.

@@ -1,5 +1,5 @@
-//! The library behind `kaosctl`: the local sandbox and manifest rendering.
+//! The library behind `kaosctl`: `dev` (the controllers against a sandbox or a cluster) and manifest rendering.
 
 pub mod defaults;
+pub mod dev;
 pub mod render;
-pub mod sandbox;

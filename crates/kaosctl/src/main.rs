@@ -1,5 +1,5 @@
-//! `kaosctl`: try kaos-rs without a cluster (`dev`), see what a manifest produces (`render`),
-//! print the CRDs (`crds`). Errors are one line and a hint.
+//! `kaosctl`: try kaos-rs without a cluster or against one (`dev`), see what a manifest produces
+//! (`render`), print the CRDs (`crds`). Errors are one line and a hint.
 
 use std::io::Read;
 use std::net::SocketAddr;
@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use kaosctl::dev::{self, Cluster, Options, StartError};
 use kaosctl::render::{render, to_yaml};
-use kaosctl::sandbox::{self, Options};
 use serde_json::Value;
 
 #[derive(Parser)]
@@ -26,18 +26,34 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a local sandbox: an in-memory cluster, the three controllers and the quickstart.
+    /// Run the three controllers locally: against a sandbox (an in-memory cluster, with the
+    /// quickstart), or with --kubeconfig against an existing cluster.
     Dev {
+        /// Run against the cluster of this kubeconfig (its current context) instead of a
+        /// sandbox; the controllers' Leases and manifests without a namespace go to the
+        /// context's namespace (or `default`).
+        #[arg(long, value_name = "PATH")]
+        kubeconfig: Option<PathBuf>,
+        /// With --kubeconfig: install (or update) the CRDs, and the MCP runtime registry if
+        /// missing, instead of stopping when the cluster lacks them.
+        #[arg(long, requires = "kubeconfig")]
+        install_crds: bool,
         /// Address of the sandbox's API server.
-        #[arg(long, default_value = "127.0.0.1:6443")]
+        #[arg(long, default_value = "127.0.0.1:6443", conflicts_with = "kubeconfig")]
         listen: SocketAddr,
-        /// Where to write the kubeconfig for kubectl.
-        #[arg(long, default_value = "kaos-dev.kubeconfig")]
-        kubeconfig: PathBuf,
-        /// Manifests to apply instead of the quickstart (files or directories; repeatable).
+        /// Where to write the sandbox's kubeconfig for kubectl.
+        #[arg(
+            long,
+            value_name = "PATH",
+            default_value = "kaos-dev.kubeconfig",
+            conflicts_with = "kubeconfig"
+        )]
+        write_kubeconfig: PathBuf,
+        /// Manifests to apply (files or directories; repeatable). Default: the quickstart in
+        /// a sandbox, nothing on an existing cluster.
         #[arg(long = "apply", value_name = "FILE")]
         apply: Vec<PathBuf>,
-        /// Exit 0 once every resource is Ready (non-zero with the reasons on timeout).
+        /// Exit 0 once every applied resource is Ready (non-zero with the reasons on timeout).
         #[arg(long)]
         exit_when_ready: bool,
         /// Seconds to wait for readiness.
@@ -57,11 +73,20 @@ enum Command {
 /// An error and what to do about it.
 struct Failure {
     error: anyhow::Error,
-    hint: &'static str,
+    hint: String,
 }
 
 fn fail(hint: &'static str) -> impl FnOnce(anyhow::Error) -> Failure {
-    move |error| Failure { error, hint }
+    move |error| Failure {
+        error,
+        hint: hint.into(),
+    }
+}
+
+impl From<StartError> for Failure {
+    fn from(StartError { error, hint }: StartError) -> Self {
+        Failure { error, hint }
+    }
 }
 
 fn read_documents(files: &[String]) -> anyhow::Result<Vec<Value>> {
@@ -112,31 +137,51 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             }
         }
         Command::Dev {
-            listen,
             kubeconfig,
+            install_crds,
+            listen,
+            write_kubeconfig,
             apply,
             exit_when_ready,
             timeout,
         } => {
-            // Quiet by default: the sandbox reports through its table; RUST_LOG shows more.
+            // Quiet by default: `dev` reports through its table; RUST_LOG shows more.
             let level = std::env::var("RUST_LOG").unwrap_or_else(|_| "error".into());
             kaos_runtime::logging::init(kaos_runtime::settings::LogFormat::Text, Some(&level));
-            let options = Options {
-                listen,
-                kubeconfig,
-                apply,
+            let cluster = match kubeconfig {
+                Some(kubeconfig) => Cluster::Existing {
+                    kubeconfig,
+                    install_crds,
+                },
+                None => Cluster::Sandbox {
+                    listen,
+                    write_kubeconfig,
+                },
             };
-            let sandbox = sandbox::start(&options).await.map_err(fail(
-                "choose another address with --listen, or check the --apply files",
-            ))?;
-            eprintln!(
-                "kaos-rs sandbox: API server {}, controllers starting",
-                sandbox.server.url()
-            );
-            match sandbox.wait_ready(Duration::from_secs(timeout), true).await {
-                Ok(()) => println!("\nall resources are Ready\n\n{}", sandbox.report()),
+            let dev = dev::start(&Options { cluster, apply }).await?;
+            if dev.testkit.is_some() {
+                eprintln!(
+                    "kaos-rs sandbox: API server {}, controllers starting",
+                    dev.server
+                );
+            } else {
+                eprintln!(
+                    "kaos-rs dev: controllers starting against {} (Leases in namespace {}: the kubeconfig context's, or default)",
+                    dev.server, dev.lease_namespace
+                );
+            }
+            let waited = tokio::select! {
+                waited = dev.wait_ready(Duration::from_secs(timeout), true) => waited,
+                _ = tokio::signal::ctrl_c() => {
+                    eprintln!("interrupted: stopping the controllers");
+                    dev.stop().await;
+                    return Ok(ExitCode::from(130));
+                }
+            };
+            match waited {
+                Ok(()) => println!("\nall resources are Ready\n\n{}", dev.report().await),
                 Err(waiting) => {
-                    println!("\n{}", sandbox.report());
+                    println!("\n{}", dev.report().await);
                     for row in &waiting {
                         eprintln!(
                             "kaosctl: {} {}/{} is not Ready ({}): {}",
@@ -144,21 +189,24 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
                         );
                     }
                     if exit_when_ready {
+                        dev.stop().await;
                         return Err(Failure {
                             error: anyhow::anyhow!(
                                 "{} resource(s) not Ready after {timeout}s",
                                 waiting.len()
                             ),
-                            hint: "see the messages above; raise --timeout if the machine is slow",
+                            hint: "see the messages above; raise --timeout if the machine is slow"
+                                .into(),
                         });
                     }
                 }
             }
-            if exit_when_ready {
-                return Ok(ExitCode::SUCCESS);
+            if !exit_when_ready {
+                eprintln!("running until interrupted (Ctrl-C)");
+                let _ = tokio::signal::ctrl_c().await;
+                eprintln!("stopping the controllers");
             }
-            eprintln!("serving until interrupted (Ctrl-C)");
-            let _ = tokio::signal::ctrl_c().await;
+            dev.stop().await;
             Ok(ExitCode::SUCCESS)
         }
     }

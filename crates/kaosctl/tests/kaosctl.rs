@@ -1,13 +1,14 @@
 //! `kaosctl render` prints what the controllers really create; `kaosctl dev --exit-when-ready`
-//! brings the quickstart to Ready; errors are one line and a hint.
+//! brings the quickstart to Ready in a sandbox and, with `--kubeconfig`, on an existing cluster;
+//! errors are one line and a hint.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
 use kaos_testkit::cluster::ListOptions;
+use kaosctl::dev::{self, Cluster, Options};
 use kaosctl::render::render;
-use kaosctl::sandbox::{self, Options};
 use serde_json::Value;
 
 fn repo() -> PathBuf {
@@ -77,18 +78,20 @@ async fn render_prints_what_the_controllers_really_create() {
 
     let dir = std::env::temp_dir().join(format!("kaosctl-render-{}", std::process::id()));
     let options = Options {
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        kubeconfig: dir.join("kubeconfig"),
+        cluster: Cluster::Sandbox {
+            listen: "127.0.0.1:0".parse().expect("addr"),
+            write_kubeconfig: dir.join("kubeconfig"),
+        },
         apply: vec![],
     };
-    let sandbox = sandbox::start(&options).await.expect("sandbox");
+    let sandbox = dev::start(&options).await.expect("sandbox");
     sandbox
         .wait_ready(Duration::from_secs(60), false)
         .await
         .expect("quickstart Ready");
     // The coordinator learns its peer after the worker is Ready: let that settle.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let cluster = &sandbox.server.api.cluster;
+    let cluster = &sandbox.testkit.as_ref().expect("a sandbox").api.cluster;
     let mut differences = Vec::new();
     for mut object in rendered.objects {
         let (group, version) = match object["apiVersion"].as_str().unwrap_or("") {
@@ -202,7 +205,7 @@ fn dev_exits_when_the_quickstart_is_ready() {
             "--exit-when-ready",
             "--timeout",
             "90",
-            "--kubeconfig",
+            "--write-kubeconfig",
         ])
         .arg(&kubeconfig)
         .output()
@@ -231,5 +234,133 @@ fn dev_exits_when_the_quickstart_is_ready() {
         "{stdout}"
     );
     assert!(kubeconfig.exists());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Runs kaosctl off the async runtime, so an in-process API server keeps serving meanwhile.
+async fn kaosctl(args: Vec<std::ffi::OsString>) -> std::process::Output {
+    tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_kaosctl"))
+            .args(args)
+            .output()
+            .expect("runs")
+    })
+    .await
+    .expect("joined")
+}
+
+#[tokio::test]
+async fn dev_with_kubeconfig_brings_the_quickstart_to_ready_on_an_existing_cluster() {
+    use kaos_testkit::{ApiServer, ServeOptions, TestServer};
+    // An existing cluster: kaos-testkit on loopback, no CRDs, no registry, a kubeconfig whose
+    // context points at namespace team-a.
+    let api = ApiServer::new(kaos_testkit::Cluster::default());
+    kaos_testkit::manifests::apply_yaml(
+        &api.cluster,
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: team-a}\n",
+    )
+    .expect("namespace");
+    let serve = ServeOptions {
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        simulate_deployments: Some(Duration::from_millis(100)),
+        rbac: false,
+    };
+    let server = TestServer::start(api, &serve).await.expect("serves");
+    let dir = std::env::temp_dir().join(format!("kaosctl-existing-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        server
+            .kubeconfig(None)
+            .replace("namespace: default", "namespace: team-a"),
+    )
+    .expect("kubeconfig");
+    let args = |extra: &[&str]| -> Vec<std::ffi::OsString> {
+        let mut args: Vec<std::ffi::OsString> = vec!["dev".into(), "--kubeconfig".into()];
+        args.push(kubeconfig.clone().into());
+        args.push("--apply".into());
+        args.push(repo().join("examples/quickstart.yaml").into());
+        args.extend(["--exit-when-ready", "--timeout", "90"].map(Into::into));
+        args.extend(extra.iter().map(Into::into));
+        args
+    };
+
+    // Without the CRDs: one line naming what is missing, and the flag that installs it.
+    let out = kaosctl(args(&[])).await;
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr.lines().collect::<Vec<_>>(),
+        [
+            format!(
+                "kaosctl: {} lacks CRD agents.kaos.tools, CRD modelapis.kaos.tools, CRD mcpservers.kaos.tools, the MCP runtime registry (ConfigMap kaos-system/kaos-mcp-runtimes)",
+                server.url().trim_end_matches('/')
+            )
+            .as_str(),
+            "hint: add --install-crds to install them (the CRDs of `kaosctl crds`, server-side applied, and the default registry)",
+        ],
+        "{stderr}"
+    );
+
+    let out = kaosctl(args(&["--install-crds"])).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("all resources are Ready"), "{stdout}");
+    for line in [
+        "ModelAPI   llm-proxy",
+        "MCPServer  echo-tools",
+        "Agent      coordinator",
+        "Agent      worker",
+        "Deployment team-a/agent-worker",
+        "Service team-a/mcpserver-echo-tools",
+    ] {
+        assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
+    }
+    assert!(stderr.contains("Leases in namespace team-a"), "{stderr}");
+    let cluster = &server.api.cluster;
+    let leases = cluster
+        .resource("coordination.k8s.io", "v1", "leases")
+        .expect("leases");
+    let mut holders: Vec<String> = cluster
+        .list(&leases, "team-a", &ListOptions::default())
+        .expect("list")["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|l| l["metadata"]["name"].as_str().unwrap_or("").to_string())
+        .collect();
+    holders.sort();
+    assert_eq!(
+        holders,
+        [
+            "kaos-agent-controller",
+            "kaos-mcpserver-controller",
+            "kaos-modelapi-controller"
+        ]
+    );
+    // A clean stop hands the Leases over (no holder left), so the next run leads at once.
+    for lease in cluster
+        .list(&leases, "team-a", &ListOptions::default())
+        .expect("list")["items"]
+        .as_array()
+        .expect("items")
+    {
+        assert!(
+            lease
+                .pointer("/spec/holderIdentity")
+                .is_none_or(|h| h.is_null() || h == ""),
+            "{lease}"
+        );
+    }
+
+    // Again, with the CRDs in place: no flag needed, and Ready again.
+    let out = kaosctl(args(&[])).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -1,0 +1,642 @@
+//! `kaosctl dev`: the three controllers in-process (each with its own Lease and metrics port)
+//! against a cluster, some manifests applied, and a report once every resource is Ready.
+//!
+//! One skeleton, two cluster sources: a sandbox (kaos-testkit on loopback with the deployment
+//! simulator, the CRDs and the MCP runtime registry) or an existing cluster from a kubeconfig,
+//! as kubebuilder's `make run` runs a manager against the current cluster. Everything after the
+//! source (prerequisites, controllers, manifests, readiness, report) goes through a
+//! `kube::Client`, whichever the source.
+
+use std::collections::{BTreeSet, HashMap};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kaos_runtime::RuntimeArgs;
+use kaos_testkit::{ApiServer, ServeOptions, TestServer};
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::discovery::{ApiCapabilities, Scope};
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::defaults::{QUICKSTART, SYSTEM_NAMESPACE, controller_settings};
+
+/// The custom resources reported: (plural, kind).
+const KINDS: &[(&str, &str)] = &[
+    ("modelapis", "ModelAPI"),
+    ("mcpservers", "MCPServer"),
+    ("agents", "Agent"),
+];
+
+/// A controller running in-process until the stop signal, and where its metrics are served.
+struct RunningController {
+    name: &'static str,
+    metrics: SocketAddr,
+    task: JoinHandle<anyhow::Result<()>>,
+}
+
+/// The field manager of everything `kaosctl dev` applies.
+const FIELD_MANAGER: &str = "kaosctl";
+
+/// Where the controllers run.
+pub enum Cluster {
+    /// kaos-testkit on `listen`; its kubeconfig (for kubectl) written to `write_kubeconfig`.
+    Sandbox {
+        listen: SocketAddr,
+        write_kubeconfig: PathBuf,
+    },
+    /// The cluster (and namespace) of a kubeconfig's current context. `install_crds` installs
+    /// or updates the CRDs, and creates the MCP runtime registry if it is missing; without it a
+    /// cluster lacking either is an error.
+    Existing {
+        kubeconfig: PathBuf,
+        install_crds: bool,
+    },
+}
+
+pub struct Options {
+    pub cluster: Cluster,
+    /// Manifests to apply (files or directories). None: the quickstart in a sandbox, nothing on
+    /// an existing cluster (whose resources are the user's).
+    pub apply: Vec<PathBuf>,
+}
+
+/// Why [`start`] failed, and what to do about it.
+#[derive(Debug)]
+pub struct StartError {
+    pub error: anyhow::Error,
+    pub hint: String,
+}
+
+fn hint(hint: impl Into<String>) -> impl FnOnce(anyhow::Error) -> StartError {
+    move |error| StartError {
+        error,
+        hint: hint.into(),
+    }
+}
+
+/// The controllers running against a cluster. Dropping it stops them without waiting; [`Dev::stop`]
+/// waits for them to hand their Leases over.
+pub struct Dev {
+    pub client: kube::Client,
+    /// The API server's URL.
+    pub server: String,
+    /// The sandbox's API server; None on an existing cluster.
+    pub testkit: Option<TestServer>,
+    /// The kubeconfig for kubectl: the one written for the sandbox, or the one given.
+    pub kubeconfig: PathBuf,
+    /// Where the controllers' Leases are.
+    pub lease_namespace: String,
+    /// (controller, metrics address)
+    pub metrics: Vec<(&'static str, SocketAddr)>,
+    /// The custom resources applied, as (kind, namespace, name): what [`Dev::wait_ready`] waits
+    /// for. Empty when nothing was applied: then every custom resource in the cluster.
+    applied: BTreeSet<(String, String, String)>,
+    stop: watch::Sender<bool>,
+    controllers: Vec<JoinHandle<anyhow::Result<()>>>,
+}
+
+impl Drop for Dev {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+fn free_address() -> anyhow::Result<SocketAddr> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?)
+}
+
+fn runtime_args(metrics: SocketAddr, lease_namespace: &str) -> anyhow::Result<RuntimeArgs> {
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        runtime: RuntimeArgs,
+    }
+    let cli = <Cli as clap::Parser>::try_parse_from([
+        "controller".to_string(),
+        format!("--metrics-bind-address={metrics}"),
+        "--health-probe-bind-address=0".into(),
+        format!("--leader-election-namespace={lease_namespace}"),
+    ])?;
+    Ok(cli.runtime)
+}
+
+/// The MCP runtime registry the chart installs: the `kaos-system` Namespace and its ConfigMap.
+fn registry_manifest() -> String {
+    let body: String = mcpserver_controller::registry::DEFAULT_RUNTIMES_YAML
+        .lines()
+        .map(|l| format!("    {l}\n"))
+        .collect();
+    format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {SYSTEM_NAMESPACE}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {}, namespace: {SYSTEM_NAMESPACE}}}\ndata:\n  {}: |\n{body}",
+        mcpserver_controller::registry::CONFIG_MAP,
+        mcpserver_controller::registry::KEY
+    )
+}
+
+fn documents(text: &str) -> anyhow::Result<Vec<Value>> {
+    let documents: Vec<Value> = serde_saphyr::from_multiple(text).context("invalid YAML")?;
+    Ok(documents.into_iter().filter(|d| !d.is_null()).collect())
+}
+
+/// The documents of manifest files and directories (their `.yaml`/`.yml` files, sorted).
+fn read_manifests(paths: &[PathBuf]) -> anyhow::Result<Vec<Value>> {
+    let mut out = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+                .with_context(|| format!("cannot read {}", path.display()))?
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+                .collect();
+            files.sort();
+            out.extend(read_manifests(&files)?);
+        } else {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            out.extend(documents(&text).with_context(|| format!("in {}", path.display()))?);
+        }
+    }
+    Ok(out)
+}
+
+/// The sandbox's API server, with the CRDs and the registry, serving on `listen`.
+async fn start_sandbox(listen: SocketAddr) -> anyhow::Result<TestServer> {
+    let api = ApiServer::new(kaos_testkit::Cluster::default());
+    for (_, crd) in kaos_api::crd::all() {
+        kaos_testkit::manifests::apply_object(&api.cluster, &serde_json::to_value(crd)?)?;
+    }
+    kaos_testkit::manifests::apply_yaml(&api.cluster, &registry_manifest())?;
+    let serve = ServeOptions {
+        listen,
+        simulate_deployments: Some(Duration::from_millis(300)),
+        rbac: false,
+    };
+    TestServer::start(api, &serve)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))
+}
+
+async fn config_from(kubeconfig: kube::config::Kubeconfig) -> anyhow::Result<kube::Config> {
+    Ok(kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?)
+}
+
+/// What the controllers need from a cluster and what `--install-crds` installs: the CRDs and the
+/// MCP runtime registry. Returns what is missing (empty when all is there).
+async fn missing_prerequisites(client: &kube::Client) -> anyhow::Result<Vec<String>> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut missing = Vec::new();
+    for (_, crd) in kaos_api::crd::all() {
+        let name = crd.metadata.name.unwrap_or_default();
+        if crds.get_opt(&name).await?.is_none() {
+            missing.push(format!("CRD {name}"));
+        }
+    }
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
+    let registry = mcpserver_controller::registry::CONFIG_MAP;
+    if config_maps.get_opt(registry).await?.is_none() {
+        missing.push(format!(
+            "the MCP runtime registry (ConfigMap {SYSTEM_NAMESPACE}/{registry})"
+        ));
+    }
+    Ok(missing)
+}
+
+/// Server-side applies the CRDs (install or update) and waits until they are served, then
+/// creates the registry if it is missing (one the chart installed is left alone).
+async fn install_prerequisites(client: &kube::Client) -> anyhow::Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let apply = PatchParams::apply(FIELD_MANAGER).force();
+    let mut names = Vec::new();
+    for (_, crd) in kaos_api::crd::all() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        crds.patch(&name, &apply, &Patch::Apply(&crd))
+            .await
+            .with_context(|| format!("cannot apply CRD {name}"))?;
+        names.push(name);
+    }
+    let started = Instant::now();
+    for name in names {
+        loop {
+            let crd = crds.get(&name).await?;
+            let established = crd.status.and_then(|s| s.conditions).is_some_and(|c| {
+                c.iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+            });
+            if established {
+                break;
+            }
+            anyhow::ensure!(
+                started.elapsed() < Duration::from_secs(60),
+                "CRD {name} is not Established after 60 s"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
+    if config_maps
+        .get_opt(mcpserver_controller::registry::CONFIG_MAP)
+        .await?
+        .is_none()
+    {
+        apply_documents(client, documents(&registry_manifest())?).await?;
+    }
+    Ok(())
+}
+
+/// Server-side applies documents in order (Namespaces first), namespaced ones without a
+/// namespace into the client's default namespace. Returns the custom resources among them.
+async fn apply_documents(
+    client: &kube::Client,
+    mut documents: Vec<Value>,
+) -> anyhow::Result<BTreeSet<(String, String, String)>> {
+    documents.sort_by_key(|d| d["kind"] != "Namespace");
+    let mut kinds: HashMap<GroupVersionKind, (ApiResource, ApiCapabilities)> = HashMap::new();
+    let mut applied = BTreeSet::new();
+    for document in documents {
+        let object: DynamicObject =
+            serde_json::from_value(document).context("not a Kubernetes object")?;
+        let types = object
+            .types
+            .clone()
+            .context("an object without apiVersion or kind")?;
+        let (group, version) = types
+            .api_version
+            .rsplit_once('/')
+            .unwrap_or(("", &types.api_version));
+        let gvk = GroupVersionKind::gvk(group, version, &types.kind);
+        if !kinds.contains_key(&gvk) {
+            let found = kube::discovery::pinned_kind(client, &gvk)
+                .await
+                .with_context(|| {
+                    format!(
+                        "the cluster does not serve {} {}",
+                        types.api_version, types.kind
+                    )
+                })?;
+            kinds.insert(gvk.clone(), found);
+        }
+        let (resource, capabilities) = &kinds[&gvk];
+        let name = object
+            .metadata
+            .name
+            .clone()
+            .context("an object without a name")?;
+        let namespace = object
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_string());
+        let api: Api<DynamicObject> = match capabilities.scope {
+            Scope::Namespaced => Api::namespaced_with(client.clone(), &namespace, resource),
+            Scope::Cluster => Api::all_with(client.clone(), resource),
+        };
+        api.patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&object),
+        )
+        .await
+        .with_context(|| format!("cannot apply {} {name}", types.kind))?;
+        if KINDS.iter().any(|(_, kind)| *kind == types.kind) && group == "kaos.tools" {
+            applied.insert((types.kind.clone(), namespace, name));
+        }
+    }
+    Ok(applied)
+}
+
+/// Starts the three controllers in-process, as their binaries would run, with their Leases in
+/// `lease_namespace`.
+fn start_controllers(
+    config: kube::Config,
+    lease_namespace: &str,
+    stop: &watch::Sender<bool>,
+) -> anyhow::Result<Vec<RunningController>> {
+    let settings = controller_settings()?;
+    let stop_signal = || {
+        let mut stopped = stop.subscribe();
+        async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        }
+    };
+    let mut running = Vec::new();
+    let metrics = free_address()?;
+    let task = tokio::spawn(kaos_runtime::runner::run_with(
+        config.clone(),
+        runtime_args(metrics, lease_namespace)?,
+        modelapi_controller::ID,
+        stop_signal(),
+        {
+            let settings = settings.modelapi;
+            move |rt| modelapi_controller::controller::run(rt, settings)
+        },
+    ));
+    running.push(RunningController {
+        name: "modelapi-controller",
+        metrics,
+        task,
+    });
+    let metrics = free_address()?;
+    let task = tokio::spawn(kaos_runtime::runner::run_with(
+        config.clone(),
+        runtime_args(metrics, lease_namespace)?,
+        mcpserver_controller::ID,
+        stop_signal(),
+        {
+            let settings = settings.mcpserver;
+            move |rt| mcpserver_controller::controller::run(rt, settings)
+        },
+    ));
+    running.push(RunningController {
+        name: "mcpserver-controller",
+        metrics,
+        task,
+    });
+    let metrics = free_address()?;
+    let task = tokio::spawn(kaos_runtime::runner::run_with(
+        config,
+        runtime_args(metrics, lease_namespace)?,
+        agent_controller::ID,
+        stop_signal(),
+        {
+            let settings = settings.agent;
+            move |rt| agent_controller::controller::run(rt, settings)
+        },
+    ));
+    running.push(RunningController {
+        name: "agent-controller",
+        metrics,
+        task,
+    });
+    Ok(running)
+}
+
+pub async fn start(options: &Options) -> Result<Dev, StartError> {
+    let (config, testkit, kubeconfig) = match &options.cluster {
+        Cluster::Sandbox {
+            listen,
+            write_kubeconfig,
+        } => {
+            let server = start_sandbox(*listen)
+                .await
+                .map_err(hint("choose another address with --listen"))?;
+            server
+                .write_kubeconfig(write_kubeconfig, None)
+                .with_context(|| format!("cannot write {}", write_kubeconfig.display()))
+                .map_err(hint("choose another path with --write-kubeconfig"))?;
+            let config =
+                async { config_from(serde_saphyr::from_str(&server.kubeconfig(None))?).await }
+                    .await
+                    .map_err(hint("this is a bug in kaosctl"))?;
+            (config, Some(server), write_kubeconfig.clone())
+        }
+        Cluster::Existing { kubeconfig, .. } => {
+            let config = async {
+                let file = kube::config::Kubeconfig::read_from(kubeconfig)?;
+                config_from(file).await
+            }
+            .await
+            .with_context(|| format!("cannot use kubeconfig {}", kubeconfig.display()))
+            .map_err(hint(
+                "pass a kubeconfig kubectl can use (its current context names the cluster)",
+            ))?;
+            (config, None, kubeconfig.clone())
+        }
+    };
+    let server = config
+        .cluster_url
+        .to_string()
+        .trim_end_matches('/')
+        .to_string();
+    let client = kube::Client::try_from(config.clone())
+        .map_err(|e| hint("this is a bug in kaosctl")(e.into()))?;
+    // A sandbox keeps the chart's layout (Leases beside the registry in kaos-system); on a
+    // cluster of one's own the Leases go where the kubeconfig points, like the resources.
+    let lease_namespace = match &options.cluster {
+        Cluster::Sandbox { .. } => SYSTEM_NAMESPACE.to_string(),
+        Cluster::Existing { .. } => client.default_namespace().to_string(),
+    };
+    if let Cluster::Existing { install_crds, .. } = &options.cluster {
+        let reach = format!(
+            "check that the cluster answers: kubectl --kubeconfig {} get nodes",
+            kubeconfig.display()
+        );
+        if *install_crds {
+            install_prerequisites(&client)
+                .await
+                .with_context(|| format!("cannot install the CRDs on {server}"))
+                .map_err(hint(reach))?;
+        } else {
+            let missing = missing_prerequisites(&client)
+                .await
+                .with_context(|| format!("cannot read the CRDs of {server}"))
+                .map_err(hint(reach))?;
+            if !missing.is_empty() {
+                return Err(StartError {
+                    error: anyhow::anyhow!("{server} lacks {}", missing.join(", ")),
+                    hint: "add --install-crds to install them (the CRDs of `kaosctl crds`, server-side applied, and the default registry)".into(),
+                });
+            }
+        }
+    }
+
+    let (stop, _) = watch::channel(false);
+    let running = start_controllers(config, &lease_namespace, &stop)
+        .map_err(hint("this is a bug in kaosctl"))?;
+    let metrics = running.iter().map(|c| (c.name, c.metrics)).collect();
+    let controllers = running.into_iter().map(|c| c.task).collect();
+    let manifests = if options.apply.is_empty() && testkit.is_some() {
+        documents(QUICKSTART).map_err(hint("this is a bug in kaosctl"))?
+    } else {
+        read_manifests(&options.apply).map_err(hint("pass existing YAML files with --apply"))?
+    };
+    let applied = apply_documents(&client, manifests)
+        .await
+        .map_err(hint(
+            "check the --apply files (`kubectl apply --dry-run=server -f FILE` shows the server's answer)",
+        ))?;
+    Ok(Dev {
+        client,
+        server,
+        testkit,
+        kubeconfig,
+        lease_namespace,
+        metrics,
+        applied,
+        stop,
+        controllers,
+    })
+}
+
+/// One custom resource as `kaosctl dev` reports it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub phase: String,
+    pub endpoint: String,
+    pub message: String,
+}
+
+fn text(v: &Value, pointer: &str) -> String {
+    v.pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
+}
+
+impl Dev {
+    /// Every custom resource in the cluster, with its phase.
+    pub async fn rows(&self) -> anyhow::Result<Vec<Row>> {
+        let mut rows = Vec::new();
+        for (_, kind) in KINDS {
+            let resource =
+                ApiResource::from_gvk(&GroupVersionKind::gvk("kaos.tools", "v1alpha1", kind));
+            let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
+            for object in api.list(&ListParams::default()).await?.items {
+                let object = serde_json::to_value(object)?;
+                rows.push(Row {
+                    kind: kind.to_string(),
+                    namespace: text(&object, "/metadata/namespace"),
+                    name: text(&object, "/metadata/name"),
+                    phase: text(&object, "/status/phase"),
+                    endpoint: text(&object, "/status/endpoint"),
+                    message: text(&object, "/status/message"),
+                });
+            }
+        }
+        Ok(rows)
+    }
+
+    /// The children the controllers created: (kind, namespace/name).
+    pub async fn children(&self) -> anyhow::Result<Vec<(String, String)>> {
+        let mut children = Vec::new();
+        let labelled = ListParams::default().labels("app in (agent,modelapi,mcpserver)");
+        for (group, version, kind) in [
+            ("", "v1", "ConfigMap"),
+            ("apps", "v1", "Deployment"),
+            ("", "v1", "Service"),
+        ] {
+            let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
+            let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
+            for object in api.list_metadata(&labelled).await?.items {
+                let namespace = object.metadata.namespace.unwrap_or_default();
+                let name = object.metadata.name.unwrap_or_default();
+                children.push((kind.to_string(), format!("{namespace}/{name}")));
+            }
+        }
+        Ok(children)
+    }
+
+    fn tracked(&self, row: &Row) -> bool {
+        self.applied.is_empty()
+            || self
+                .applied
+                .contains(&(row.kind.clone(), row.namespace.clone(), row.name.clone()))
+    }
+
+    /// Waits until every applied custom resource (every one, if none was applied) is Ready,
+    /// printing progress; on timeout returns those that are not, with their messages.
+    pub async fn wait_ready(&self, timeout: Duration, progress: bool) -> Result<(), Vec<Row>> {
+        let started = Instant::now();
+        let mut last = String::new();
+        loop {
+            let (line, waiting) = match self.rows().await {
+                Ok(rows) => {
+                    let rows: Vec<Row> = rows.into_iter().filter(|r| self.tracked(r)).collect();
+                    let waiting: Vec<Row> = rows
+                        .iter()
+                        .filter(|r| r.phase != "Ready")
+                        .cloned()
+                        .collect();
+                    if waiting.is_empty() && rows.len() >= self.applied.len() {
+                        return Ok(());
+                    }
+                    let first = waiting.first().map(|r| {
+                        let phase = if r.phase.is_empty() {
+                            "not reconciled yet"
+                        } else {
+                            &r.phase
+                        };
+                        format!(" ({} {}: {phase})", r.kind, r.name)
+                    });
+                    let ready = rows.len() - waiting.len();
+                    let line = format!(
+                        "waiting: {ready}/{} ready{}",
+                        rows.len(),
+                        first.unwrap_or_default()
+                    );
+                    (line, waiting)
+                }
+                Err(e) => (format!("waiting: cannot list the resources: {e}"), vec![]),
+            };
+            if started.elapsed() >= timeout {
+                return Err(waiting);
+            }
+            if progress && line != last {
+                eprintln!("{line}");
+                last = line;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// The summary: every custom resource, the children, the metrics URLs and the kubeconfig.
+    pub async fn report(&self) -> String {
+        let rows = self.rows().await.unwrap_or_default();
+        let width = |f: fn(&Row) -> &str, title: &str| {
+            rows.iter()
+                .map(|r| f(r).len())
+                .max()
+                .unwrap_or(0)
+                .max(title.len())
+        };
+        let (wk, wn, wp) = (
+            width(|r| &r.kind, "KIND"),
+            width(|r| &r.name, "NAME"),
+            width(|r| &r.phase, "PHASE"),
+        );
+        let mut out = format!(
+            "{:wk$}  {:wn$}  {:wp$}  ENDPOINT\n",
+            "KIND", "NAME", "PHASE"
+        );
+        for r in &rows {
+            out.push_str(&format!(
+                "{:wk$}  {:wn$}  {:wp$}  {}\n",
+                r.kind, r.name, r.phase, r.endpoint
+            ));
+        }
+        out.push_str("\nchildren:\n");
+        for (kind, name) in self.children().await.unwrap_or_default() {
+            out.push_str(&format!("  {kind} {name}\n"));
+        }
+        out.push_str("\nmetrics:\n");
+        for (controller, address) in &self.metrics {
+            out.push_str(&format!("  {controller}: http://{address}/metrics\n"));
+        }
+        out.push_str(&format!(
+            "\nkubeconfig: {path}\ntry: kubectl --kubeconfig {path} get agents,modelapis,mcpservers\n",
+            path = self.kubeconfig.display()
+        ));
+        out
+    }
+
+    /// Stops the controllers and waits (up to 10 s) until they have released their Leases, so
+    /// the next run on the same cluster leads at once.
+    pub async fn stop(mut self) {
+        let _ = self.stop.send(true);
+        let controllers = std::mem::take(&mut self.controllers);
+        let _ = tokio::time::timeout(
+            Duration::from_secs(10),
+            futures::future::join_all(controllers),
+        )
+        .await;
+    }
+}

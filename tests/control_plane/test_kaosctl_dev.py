@@ -1,0 +1,152 @@
+"""`kaosctl dev --kubeconfig` on a real kube-apiserver: the real kaosctl binary runs the three
+controllers in-process against the plane (as kubebuilder's `make run` does), with a kubeconfig
+whose context points at a namespace of its own.
+
+Covers: without the CRDs it stops with one line naming what is missing and a hint; with
+`--install-crds` it installs them and the MCP runtime registry, applies examples/quickstart.yaml
+into the context's namespace and exits once everything is Ready, the pods Running on kwok nodes;
+the Leases are in that namespace and released on exit; run again without `--apply` it serves
+until Ctrl-C, releases the finalizers of deleted resources meanwhile, and stops cleanly (exit 0,
+Leases released). Leaves the plane as found (no CRD, no namespace of its own).
+
+Runs only with KAOS_CONTROL_PLANE=1, with kaosctl built (`cargo build -p kaosctl`).
+"""
+
+import os
+import signal
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+
+from controllers import lease_name
+from plane import (CONTROLLERS, CRDS, REPO, create_namespace, delete_namespace, requires_plane,
+                   wait_until)
+
+pytestmark = requires_plane
+
+NAMESPACE = "kaosctl-dev"
+SYSTEM_NAMESPACE = "kaos-system"
+KAOS = "/apis/kaos.tools/v1alpha1"
+KAOSCTL = Path(os.environ.get("KAOSCTL", REPO / "target" / "debug" / "kaosctl"))
+QUICKSTART = REPO / "examples" / "quickstart.yaml"
+
+
+@pytest.fixture(scope="module")
+def kubeconfig(plane, tmp_path_factory):
+    """The plane's admin kubeconfig with its context's namespace set to NAMESPACE."""
+    if not KAOSCTL.exists():
+        pytest.fail(f"{KAOSCTL} is not built: run `cargo build -p kaosctl` (or set KAOSCTL)")
+    assert not any(plane.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{c}")
+                   for c in CRDS), "another suite left the kaos.tools CRDs behind"
+    create_namespace(plane, NAMESPACE)
+    config = yaml.safe_load(plane.kubeconfig.read_text())
+    config["contexts"][0]["context"]["namespace"] = NAMESPACE
+    path = tmp_path_factory.mktemp("kaosctl") / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    yield path
+    # Leave the plane as found. Our resources' finalizers are gone (the Ctrl-C test deletes
+    # them while kaosctl runs); strip any left by a failed test, or the CRDs would never go.
+    for plural in ("agents", "modelapis", "mcpservers"):
+        for obj in plane.items(f"{KAOS}/{plural}"):
+            meta = obj["metadata"]
+            plane.kubectl("patch", plural, meta["name"], "-n", meta["namespace"], "--type=merge",
+                          "-p", '{"metadata":{"finalizers":null}}', check=False)
+    plane.kubectl("delete", "crd", *CRDS, "--ignore-not-found", "--wait", "--timeout=60s",
+                  check=False, timeout=90)
+    for namespace in (NAMESPACE, SYSTEM_NAMESPACE):
+        delete_namespace(plane, namespace)
+    for namespace in (NAMESPACE, SYSTEM_NAMESPACE):
+        # test_operator.py creates kaos-system itself: wait until it is really gone.
+        wait_until(f"namespace {namespace} to be deleted",
+                   lambda: plane.get(f"/api/v1/namespaces/{namespace}") is None)
+
+
+def kaosctl_dev(kubeconfig, *args, timeout=180):
+    return subprocess.run([str(KAOSCTL), "dev", "--kubeconfig", str(kubeconfig), *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def lease_holders(plane):
+    """{lease name: holder identity or None} of the controllers' Leases in NAMESPACE."""
+    holders = {}
+    for binary in CONTROLLERS:
+        lease = plane.get(f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}"
+                          f"/leases/{lease_name(binary)}")
+        holders[lease_name(binary)] = lease and (lease["spec"].get("holderIdentity") or None)
+    return holders
+
+
+def test_without_the_crds_it_says_what_is_missing_and_how_to_install_it(plane, kubeconfig):
+    result = kaosctl_dev(kubeconfig, "--apply", str(QUICKSTART), "--exit-when-ready")
+    assert result.returncode != 0
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2, result.stderr
+    assert lines[0].startswith("kaosctl: https://127.0.0.1:") and " lacks CRD agents.kaos.tools, " \
+        "CRD modelapis.kaos.tools, CRD mcpservers.kaos.tools, the MCP runtime registry " \
+        "(ConfigMap kaos-system/kaos-mcp-runtimes)" in lines[0], lines[0]
+    assert lines[1].startswith("hint: add --install-crds"), lines[1]
+
+
+def test_install_crds_brings_the_quickstart_to_ready_on_the_real_plane(plane, kubeconfig):
+    result = kaosctl_dev(kubeconfig, "--install-crds", "--apply", str(QUICKSTART),
+                         "--exit-when-ready", "--timeout", "120")
+    assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    assert f"Leases in namespace {NAMESPACE}" in result.stderr, result.stderr
+    assert "all resources are Ready" in result.stdout, result.stdout
+    for line in ["ModelAPI   llm-proxy", "MCPServer  echo-tools", "Agent      coordinator",
+                 "Agent      worker", f"Deployment {NAMESPACE}/agent-worker"]:
+        assert line in result.stdout, f"missing {line!r} in:\n{result.stdout}"
+
+    for crd in CRDS:
+        found = plane.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}")
+        assert found, f"CRD {crd} not installed"
+    assert plane.get(f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/configmaps/kaos-mcp-runtimes")
+    for plural in ("agents", "modelapis", "mcpservers"):
+        for obj in plane.items(f"{KAOS}/namespaces/{NAMESPACE}/{plural}"):
+            assert obj["status"]["phase"] == "Ready", obj["status"]
+            assert obj["metadata"].get("finalizers"), obj["metadata"]
+    kwok = plane.kwok_nodes()
+    pods = plane.items(f"/api/v1/namespaces/{NAMESPACE}/pods")
+    assert {p["metadata"]["labels"].get("app") for p in pods} == {"agent", "modelapi",
+                                                                  "mcpserver"}, pods
+    for pod in pods:
+        assert pod["status"]["phase"] == "Running" and pod["spec"]["nodeName"] in kwok, pod
+    # Leases in the context's namespace, handed over on exit.
+    assert lease_holders(plane) == {lease_name(b): None for b in CONTROLLERS}
+
+
+def test_it_runs_until_ctrl_c_and_stops_cleanly(plane, kubeconfig):
+    """Without --apply nor --exit-when-ready: the resources already there are reported Ready,
+    the controllers keep reconciling (here: the finalizers of deleted resources) until SIGINT."""
+    process = subprocess.Popen([str(KAOSCTL), "dev", "--kubeconfig", str(kubeconfig)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stderr = []
+    running = threading.Event()
+
+    def read_stderr():
+        for line in process.stderr:
+            stderr.append(line)
+            if "running until interrupted" in line:
+                running.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    try:
+        assert running.wait(120), "".join(stderr)
+        assert all(lease_holders(plane).values()), lease_holders(plane)
+        plane.kubectl("delete", "agents,modelapis,mcpservers", "--all", "-n", NAMESPACE,
+                      "--wait", "--timeout=60s", timeout=90)
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=30)
+        stdout = process.stdout.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
+    reader.join(5)
+    assert process.returncode == 0, "".join(stderr)
+    assert "all resources are Ready" in stdout, stdout
+    assert lease_holders(plane) == {lease_name(b): None for b in CONTROLLERS}
