@@ -31,6 +31,20 @@ struct Written {
     at: Instant,
 }
 
+impl Written {
+    /// `hash` as the server holds it at `after` and `content_version`.
+    fn seen(hash: String, after: Option<String>, content_version: Option<String>) -> Self {
+        Written {
+            hash,
+            before: None,
+            after,
+            content_version,
+            by_us: false,
+            at: Instant::now(),
+        }
+    }
+}
+
 /// What the cache shows of an object now.
 #[derive(Clone, Copy, Debug)]
 pub struct Observed<'a> {
@@ -81,18 +95,12 @@ impl Expectations {
         after: Option<String>,
         content_version: Option<String>,
     ) {
-        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
-        written.insert(
-            key,
-            Written {
-                hash,
-                before: before.map(String::from),
-                after,
-                content_version,
-                by_us: true,
-                at: Instant::now(),
-            },
-        );
+        let write = Written {
+            before: before.map(String::from),
+            by_us: true,
+            ..Written::seen(hash, after, content_version)
+        };
+        self.record(key, write);
     }
 
     /// Records that the server's object holds exactly `hash` at `resource_version` and
@@ -104,18 +112,12 @@ impl Expectations {
         resource_version: Option<String>,
         content_version: Option<String>,
     ) {
+        self.record(key, Written::seen(hash, resource_version, content_version));
+    }
+
+    fn record(&self, key: Key, entry: Written) {
         let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
-        written.insert(
-            key,
-            Written {
-                hash,
-                before: None,
-                after: resource_version,
-                content_version,
-                by_us: false,
-                at: Instant::now(),
-            },
-        );
+        written.insert(key, entry);
     }
 
     /// Whether the object's content is still the one that held `hash`: its content version is
