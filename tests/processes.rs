@@ -296,6 +296,27 @@ pub fn documents(path: &str) -> Vec<Value> {
         .collect()
 }
 
+/// The environment the chart gives a controller's pod (its literal values; `start_controller`
+/// sets the fieldRefs as the kubelet would), text logs, then `extra_env`.
+pub fn chart_env(pod: &Value, extra_env: &[(&str, &str)]) -> BTreeMap<String, String> {
+    let mut env: BTreeMap<String, String> = pod["containers"][0]["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            Some((
+                e["name"].as_str()?.to_string(),
+                e["value"].as_str()?.to_string(),
+            ))
+        })
+        .collect();
+    env.insert("LOG_FORMAT".into(), "text".into());
+    for (k, v) in extra_env {
+        env.insert(k.to_string(), v.to_string());
+    }
+    env
+}
+
 impl ChartCluster {
     pub async fn start(
         scratch: &Scratch,
@@ -337,22 +358,7 @@ impl ChartCluster {
                 .as_str()
                 .expect("service account")
                 .to_string();
-            // The environment the chart gives the pod (fieldRefs resolved as the kubelet would).
-            let mut env: BTreeMap<String, String> = pod["containers"][0]["env"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|e| {
-                    Some((
-                        e["name"].as_str()?.to_string(),
-                        e["value"].as_str()?.to_string(),
-                    ))
-                })
-                .collect();
-            env.insert("LOG_FORMAT".into(), "text".into());
-            for (k, v) in extra_env {
-                env.insert(k.to_string(), v.to_string());
-            }
+            let env = chart_env(pod, extra_env);
             let mut replicas_of = Vec::new();
             for index in 0..replicas {
                 let request = http::Request::post(format!(

@@ -10,7 +10,19 @@
 //!   scripts/build-static.sh target/bench agent-controller modelapi-controller mcpserver-controller kaos-testkit
 //!   KAOS_BIN_DIR=$PWD/target/bench cargo run -p kaos-bench -- --agents 100 --topology star --out bench.md
 //! (the driver may be a debug build: the measured processes are the release binaries it runs)
+//!
+//! `--kubeconfig PATH` runs the same workloads on any cluster instead (e.g. the real plane of
+//! `scripts/control-plane up DIR`, with `DIR/kubeconfig`), as that kubeconfig's user
+//! (cluster-admin): it installs the CRDs and the MCP runtime registry if missing, starts the
+//! three controller binaries out of cluster with that kubeconfig and the chart's environment,
+//! runs each workload and its floor in a fresh namespace `kaos-bench-<topology>-<N>` and deletes
+//! it at the end. Without the testkit's audit log, writes by kind and the ModelAPI change's
+//! Deployment writes are reported as n/a; requests are counted from the controllers' own
+//! `rest_client_requests_total` (by HTTP method) and writes as its POST, PATCH and DELETE.
+//!
+//!   KAOS_BIN_DIR=$PWD/target/bench cargo run -p kaos-bench -- --kubeconfig /tmp/plane/kubeconfig --agents 1000 --topology none
 
+mod cluster;
 mod measure;
 mod report;
 mod workload;
@@ -20,11 +32,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Parser;
-use kaos_tests::processes::{ChartCluster, Scratch, scrape};
+use kaos_tests::processes::{Scratch, scrape};
 use kube::api::{Api, ListParams};
 use kube::core::DynamicObject;
 use serde_json::Value;
 
+use cluster::Cluster;
 use measure::{AGENT_CONTROLLER, agent_deployments, controller, env_var, is_write, time};
 use report::{Change, ControllerStats, Outcome, Report};
 use workload::{Topology, Workload, kaos};
@@ -49,6 +62,10 @@ struct Args {
     /// Also write the tables to this file.
     #[arg(long)]
     out: Option<std::path::PathBuf>,
+    /// Run on the cluster of this kubeconfig (cluster-admin) instead of a kaos-testkit started
+    /// for each run; each run uses a fresh namespace, deleted at the end.
+    #[arg(long, value_name = "PATH")]
+    kubeconfig: Option<std::path::PathBuf>,
 }
 
 /// Polling interval: listing everything is cheap up to 1 000 agents.
@@ -60,20 +77,10 @@ fn poll(agents: usize) -> Duration {
     }
 }
 
-/// The credential the agent controller authenticates with, as the audit log names it.
-fn agent_client(cluster: &ChartCluster) -> String {
-    cluster
-        .controllers
-        .iter()
-        .find(|(b, _)| b == AGENT_CONTROLLER)
-        .map(|(_, replicas)| replicas[0].client.clone())
-        .unwrap_or_default()
-}
-
 /// Waits until every resource is Ready, every agent Deployment lists exactly its peers and has
 /// rolled out, and every Agent's status mirrors that rollout.
 async fn converge(
-    cluster: &ChartCluster,
+    cluster: &Cluster,
     workload: &Workload,
     started: Instant,
     timeout: Duration,
@@ -89,13 +96,14 @@ async fn converge(
         };
         let ready = match gauges {
             Some(ready) if ready < total => ready,
-            _ => measure::ready_count(&cluster.admin).await?,
+            _ => measure::ready_count(&cluster.admin, &cluster.namespace).await?,
         };
         let mut progress = format!("{ready}/{total} Ready");
         if ready == total {
-            let deployments = agent_deployments(&cluster.admin).await?;
+            let (admin, namespace) = (&cluster.admin, &cluster.namespace);
+            let deployments = agent_deployments(admin, namespace).await?;
             let wired = measure::wired(workload, &deployments);
-            let settled = measure::settled(&deployments, &measure::agents(&cluster.admin).await?);
+            let settled = measure::settled(&deployments, &measure::agents(admin, namespace).await?);
             if wired == workload.agents && settled == workload.agents {
                 return Ok(Outcome::Done(elapsed));
             }
@@ -117,14 +125,14 @@ async fn converge(
 /// Switches every ModelAPI to Hosted and measures until every agent Deployment's
 /// `MODEL_API_URL` has moved off its ModelAPI's previous endpoint.
 async fn change(
-    cluster: &ChartCluster,
+    cluster: &Cluster,
     workload: &Workload,
     timeout: Duration,
 ) -> anyhow::Result<Change> {
-    let admin = &cluster.admin;
-    let client = agent_client(cluster);
+    let (admin, namespace) = (&cluster.admin, cluster.namespace.as_str());
+    let agent_client = cluster.controller(AGENT_CONTROLLER).audit_client;
     let model_apis: Api<DynamicObject> =
-        Api::namespaced_with(admin.clone(), "default", &kaos("ModelAPI"));
+        Api::namespaced_with(admin.clone(), namespace, &kaos("ModelAPI"));
     let previous: BTreeMap<String, String> = model_apis
         .list(&ListParams::default())
         .await?
@@ -136,13 +144,13 @@ async fn change(
             (m.metadata.name.unwrap_or_default(), endpoint)
         })
         .collect();
-    let rollouts_before = measure::generations(&agent_deployments(admin).await?);
-    let from = cluster.audit().await.len();
-    workload::switch_to_hosted(admin, workload.shared).await?;
+    let rollouts_before = measure::generations(&agent_deployments(admin, namespace).await?);
+    let from = cluster.audit().await.map_or(0, |a| a.len());
+    workload::switch_to_hosted(admin, namespace, workload.shared).await?;
     let started = Instant::now();
     let outcome = loop {
         let elapsed = started.elapsed();
-        let moved = agent_deployments(admin)
+        let moved = agent_deployments(admin, namespace)
             .await?
             .iter()
             .filter(|(agent, d)| {
@@ -165,81 +173,113 @@ async fn change(
     let deployment_writes = |records: &[Value]| -> Vec<Value> {
         records
             .iter()
-            .filter(|r| is_write(r) && r["client"] == client.as_str())
+            .filter(|r| is_write(r) && r["client"].as_str() == agent_client)
             .filter(|r| r["resource"] == "deployments" && r["subresource"] == "")
             .cloned()
             .collect()
     };
-    let snapshot = cluster.audit().await;
-    let patched = snapshot[from..]
-        .iter()
-        .find(|r| is_write(r) && r["resource"] == "modelapis")
-        .and_then(time);
-    let last = deployment_writes(&snapshot[from..])
-        .iter()
-        .filter_map(time)
-        .max();
-    let last_write = match (patched, outcome.done(), last) {
-        (Some(patched), Some(_), Some(last)) => {
-            Duration::try_from(last.duration_since(patched)).ok()
+    let last_write = match cluster.audit().await {
+        Some(snapshot) => {
+            let patched = snapshot[from..]
+                .iter()
+                .find(|r| is_write(r) && r["resource"] == "modelapis")
+                .and_then(time);
+            let last = deployment_writes(&snapshot[from..])
+                .iter()
+                .filter_map(time)
+                .max();
+            match (patched, outcome.done(), last) {
+                (Some(patched), Some(_), Some(last)) => {
+                    Duration::try_from(last.duration_since(patched)).ok()
+                }
+                _ => None,
+            }
         }
-        _ => None,
+        None => None,
     };
     // Stragglers: writes that come after every Deployment has moved still count.
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let audit = cluster.audit().await;
+    let deployment_writes = cluster
+        .audit()
+        .await
+        .map(|audit| deployment_writes(&audit[from..]).len());
     Ok(Change {
         outcome,
         last_write,
-        deployment_writes: deployment_writes(&audit[from..]).len(),
-        rollouts: measure::generations(&agent_deployments(admin).await?) - rollouts_before,
+        deployment_writes,
+        rollouts: measure::generations(&agent_deployments(admin, namespace).await?)
+            - rollouts_before,
     })
-}
-
-/// Stops the controllers (SIGTERM, then kill after 10 s), so the floor runs on a quiet server
-/// whatever the controllers were still doing.
-async fn stop_controllers(cluster: &mut ChartCluster) {
-    let replicas = || cluster.controllers.iter().flat_map(|(_, r)| r.iter());
-    for replica in replicas() {
-        replica.process.sigterm();
-    }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    for (_, replicas) in &mut cluster.controllers {
-        for replica in replicas.iter_mut() {
-            while replica.process.is_running() && Instant::now() < deadline {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            let _ = replica.process.child.kill();
-            let _ = replica.process.child.wait();
-        }
-    }
 }
 
 async fn run(topology: Topology, agents: usize, args: &Args) -> anyhow::Result<Report> {
     let workload = Workload::new(topology, agents);
     let timeout = Duration::from_secs(args.timeout);
-    let scratch = Scratch::new(&format!("bench-{}-{agents}", topology.name()));
-    let mut cluster = ChartCluster::start(
-        &scratch,
-        &["--watch-history", "200000"],
-        1,
-        &[("CONTROLLER_LOG_LEVEL", "warn")],
-    )
-    .await;
-    let admin = cluster.admin.clone();
-    let (agent_port, agent_pid) = controller(&cluster, AGENT_CONTROLLER);
-    let client = agent_client(&cluster);
-    let rss_baseline_kib = measure::baseline_rss(&cluster).await;
+    let run_name = format!("bench-{}-{agents}", topology.name());
+    let scratch = Scratch::new(&run_name);
+    let mut cluster = match &args.kubeconfig {
+        Some(kubeconfig) => {
+            Cluster::existing(&scratch, kubeconfig, &format!("kaos-{run_name}")).await?
+        }
+        None => Cluster::testkit(&scratch).await,
+    };
+    let result = measure_run(&mut cluster, &workload, topology, args, timeout).await;
+    cluster.stop_controllers().await;
+    cluster.clean_up().await?;
+    result
+}
+
+async fn measure_run(
+    cluster: &mut Cluster,
+    workload: &Workload,
+    topology: Topology,
+    args: &Args,
+    timeout: Duration,
+) -> anyhow::Result<Report> {
+    let agents = workload.agents;
+    let (admin, namespace) = (cluster.admin.clone(), cluster.namespace.clone());
+    let (agent_port, agent_pid) = controller(cluster, AGENT_CONTROLLER);
+    let agent_client = cluster
+        .controller(AGENT_CONTROLLER)
+        .audit_client
+        .map(str::to_string);
+    let rss_baseline_kib = measure::baseline_rss(cluster).await;
+    // Where there is no audit log, requests are the controllers' own counts from here on.
+    let mut requests_before = BTreeMap::new();
+    for c in cluster.controllers() {
+        let metrics = scrape(c.process.metrics_port).await;
+        requests_before.insert(c.binary.to_string(), measure::requests_by_method(&metrics));
+    }
+    let requests_since = |before: &BTreeMap<String, f64>, metrics: &str| {
+        let mut now = measure::requests_by_method(metrics);
+        for (method, n) in before {
+            *now.entry(method.clone()).or_default() -= n;
+        }
+        now
+    };
 
     let started = Instant::now();
-    workload::apply_all(&admin, workload.objects(), args.concurrency)
+    workload::apply_all(&admin, &namespace, workload.objects(), args.concurrency)
         .await
         .context("creating the resources")?;
-    let converge = converge(&cluster, &workload, started, timeout).await?;
+    let converge = converge(cluster, workload, started, timeout).await?;
     let audit = cluster.audit().await;
-    let reconciles = measure::reconciles(&scrape(agent_port).await);
-    let writes = measure::writes_by_target(&audit, Some(&client));
-    let rollouts = measure::generations(&agent_deployments(&admin).await?);
+    let agent_metrics = scrape(agent_port).await;
+    let reconciles = measure::reconciles(&agent_metrics);
+    let writes = audit
+        .as_ref()
+        .map(|audit| measure::writes_by_target(audit, agent_client.as_deref()));
+    let metric_writes = measure::writes_from_metrics(&requests_since(
+        &requests_before[AGENT_CONTROLLER],
+        &agent_metrics,
+    ));
+    let rollouts = measure::generations(&agent_deployments(&admin, &namespace).await?);
+    // Every controller's metrics when Ready (its request counts, used without an audit log).
+    let mut metrics_at_ready = BTreeMap::new();
+    for c in cluster.controllers() {
+        let metrics = scrape(c.process.metrics_port).await;
+        metrics_at_ready.insert(c.binary.to_string(), metrics);
+    }
 
     eprintln!(
         "kaos-bench: {} × {agents}: idle {} s …",
@@ -247,56 +287,74 @@ async fn run(topology: Topology, agents: usize, args: &Args) -> anyhow::Result<R
         args.idle
     );
     tokio::time::sleep(Duration::from_secs(args.idle)).await;
-    let idle_audit = cluster.audit().await;
-    let idle_writes = measure::writes_by_target(&idle_audit[audit.len()..], None);
     let idle_reconciles = measure::reconciles(&scrape(agent_port).await) - reconciles;
+    let idle_writes = match (&audit, cluster.audit().await) {
+        (Some(audit), Some(idle_audit)) => {
+            measure::writes_by_target(&idle_audit[audit.len()..], None)
+        }
+        // Without an audit log: every controller's POST, PATCH and DELETE in the window.
+        _ => {
+            let mut by_method = BTreeMap::new();
+            for c in cluster.controllers() {
+                let now = scrape(c.process.metrics_port).await;
+                let before = measure::requests_by_method(&metrics_at_ready[c.binary]);
+                for (method, n) in requests_since(&before, &now) {
+                    if ["POST", "PATCH", "DELETE"].contains(&method.as_str()) && n > 0.0 {
+                        by_method.insert(method, n as usize);
+                    }
+                }
+            }
+            by_method
+        }
+    };
     let rss_end_kib = measure::resident_kib(agent_pid);
     let cached_objects = workload.resources()
-        + agent_deployments(&admin).await?.len()
-        + measure::agent_services(&admin).await?;
+        + agent_deployments(&admin, &namespace).await?.len()
+        + measure::agent_services(&admin, &namespace).await?;
 
-    let controller_clients: BTreeMap<String, String> = cluster
-        .controllers
-        .iter()
-        .map(|(binary, replicas)| (replicas[0].client.clone(), binary.clone()))
-        .collect();
     let mut controllers: BTreeMap<String, ControllerStats> = BTreeMap::new();
-    for (binary, replicas) in &cluster.controllers {
-        let metrics = scrape(replicas[0].process.metrics_port).await;
-        let (peak, cpu) = measure::process_usage(replicas[0].process.pid());
+    for c in cluster.controllers() {
+        let metrics = scrape(c.process.metrics_port).await;
+        let (peak, cpu) = measure::process_usage(c.process.pid());
         let resident = kaos_tests::processes::sample(&metrics, "process_resident_memory_bytes");
+        let resources = if c.binary == AGENT_CONTROLLER {
+            workload.agents
+        } else {
+            workload.shared
+        } as f64;
+        // By verb from the audit log, else by HTTP method from the controller's own counts.
+        let requests = match (&audit, c.audit_client) {
+            (Some(audit), Some(client)) => {
+                let mut by_verb: BTreeMap<String, f64> = BTreeMap::new();
+                for record in audit.iter().filter(|r| r["client"] == client) {
+                    let verb = record["verb"].as_str().unwrap_or("").to_string();
+                    *by_verb.entry(verb).or_default() += 1.0 / resources;
+                }
+                by_verb
+            }
+            _ => requests_since(&requests_before[c.binary], &metrics_at_ready[c.binary])
+                .into_iter()
+                .map(|(method, n)| (method, n / resources))
+                .collect(),
+        };
         controllers.insert(
-            binary.clone(),
+            c.binary.to_string(),
             ControllerStats {
-                requests: BTreeMap::new(),
+                requests,
                 latency: measure::quantiles(&metrics, "controller_runtime_reconcile_time_seconds"),
                 memory: (peak, resident / (1024.0 * 1024.0)),
                 cpu,
             },
         );
     }
-    for record in &audit {
-        let Some(binary) = controller_clients.get(record["client"].as_str().unwrap_or("")) else {
-            continue;
-        };
-        let resources = if binary == AGENT_CONTROLLER {
-            workload.agents
-        } else {
-            workload.shared
-        };
-        if let Some(stats) = controllers.get_mut(binary) {
-            let verb = record["verb"].as_str().unwrap_or("").to_string();
-            *stats.requests.entry(verb).or_default() += 1.0 / resources as f64;
-        }
-    }
 
     eprintln!(
         "kaos-bench: {} × {agents}: ModelAPI change …",
         topology.name()
     );
-    let change = change(&cluster, &workload, timeout).await?;
-    stop_controllers(&mut cluster).await;
-    let floor = workload::floor(&admin, workload.resources(), args.concurrency).await?;
+    let change = change(cluster, workload, timeout).await?;
+    cluster.stop_controllers().await;
+    let floor = workload::floor(&admin, &namespace, workload.resources(), args.concurrency).await?;
     Ok(Report {
         topology,
         agents,
@@ -304,6 +362,7 @@ async fn run(topology: Topology, agents: usize, args: &Args) -> anyhow::Result<R
         floor,
         reconciles,
         writes,
+        metric_writes,
         rollouts,
         idle_reconciles,
         idle_writes,

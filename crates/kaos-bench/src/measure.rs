@@ -1,42 +1,38 @@
 //! What a run reads: readiness and wiring from the API, the controllers' `/metrics`, their
-//! processes' /proc, and the testkit's audit log.
+//! processes' /proc, and the testkit's audit log (on kaos-testkit only).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::str::FromStr;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
-use kaos_tests::processes::{ChartCluster, sample, scrape};
+use kaos_tests::processes::{sample, scrape};
 use kube::api::{Api, ListParams};
 use kube::core::DynamicObject;
 use serde_json::Value;
 
+use crate::cluster::Cluster;
 use crate::workload::{Workload, deployments, kaos, services};
 
 pub const AGENT_CONTROLLER: &str = "agent-controller";
 
-/// The first replica's metrics port and pid of a controller binary.
-pub fn controller(cluster: &ChartCluster, binary: &str) -> (u16, u32) {
-    let replica = cluster
-        .controllers
-        .iter()
-        .find(|(b, _)| b == binary)
-        .map(|(_, replicas)| &replicas[0].process)
-        .expect("the chart runs every controller");
-    (replica.metrics_port, replica.pid())
+/// The metrics port and pid of a controller binary.
+pub fn controller(cluster: &Cluster, binary: &str) -> (u16, u32) {
+    let process = cluster.controller(binary).process;
+    (process.metrics_port, process.pid())
 }
 
 /// Resources Ready, from the controllers' own `kaos_resources` gauges (updated every 5 s): cheap
 /// to poll at 10 000 resources, unlike listing them all.
-pub async fn ready_from_metrics(cluster: &ChartCluster) -> usize {
+pub async fn ready_from_metrics(cluster: &Cluster) -> usize {
     let mut ready = 0.0;
-    for (binary, replicas) in &cluster.controllers {
-        let kind = match binary.as_str() {
+    for controller in cluster.controllers() {
+        let kind = match controller.binary {
             "agent-controller" => "Agent",
             "modelapi-controller" => "ModelAPI",
             _ => "MCPServer",
         };
-        let metrics = scrape(replicas[0].process.metrics_port).await;
+        let metrics = scrape(controller.process.metrics_port).await;
         ready += sample(
             &metrics,
             &format!("kaos_resources{{kind=\"{kind}\",phase=\"Ready\"}}"),
@@ -46,10 +42,10 @@ pub async fn ready_from_metrics(cluster: &ChartCluster) -> usize {
 }
 
 /// Resources Ready, by listing them.
-pub async fn ready_count(client: &kube::Client) -> anyhow::Result<usize> {
+pub async fn ready_count(client: &kube::Client, namespace: &str) -> anyhow::Result<usize> {
     let mut ready = 0;
     for kind in ["Agent", "ModelAPI", "MCPServer"] {
-        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &kaos(kind));
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &kaos(kind));
         ready += api
             .list(&ListParams::default())
             .await?
@@ -64,8 +60,9 @@ pub async fn ready_count(client: &kube::Client) -> anyhow::Result<usize> {
 /// The agent controller's Deployments, with the Agent owning each.
 pub async fn agent_deployments(
     client: &kube::Client,
+    namespace: &str,
 ) -> anyhow::Result<Vec<(String, DynamicObject)>> {
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &deployments());
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &deployments());
     let list = api.list(&ListParams::default().labels("app=agent")).await?;
     Ok(list
         .items
@@ -84,8 +81,8 @@ pub async fn agent_deployments(
         .collect())
 }
 
-pub async fn agent_services(client: &kube::Client) -> anyhow::Result<usize> {
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &services());
+pub async fn agent_services(client: &kube::Client, namespace: &str) -> anyhow::Result<usize> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &services());
     Ok(api
         .list_metadata(&ListParams::default().labels("app=agent"))
         .await?
@@ -122,8 +119,11 @@ pub fn wired(workload: &Workload, deployments: &[(String, DynamicObject)]) -> us
 }
 
 /// The Agents, by name.
-pub async fn agents(client: &kube::Client) -> anyhow::Result<BTreeMap<String, DynamicObject>> {
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &kaos("Agent"));
+pub async fn agents(
+    client: &kube::Client,
+    namespace: &str,
+) -> anyhow::Result<BTreeMap<String, DynamicObject>> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &kaos("Agent"));
     Ok(api
         .list(&ListParams::default())
         .await?
@@ -182,6 +182,36 @@ pub fn reconciles(metrics: &str) -> f64 {
         .lines()
         .filter(|l| l.starts_with("controller_runtime_reconcile_total{"))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// `rest_client_requests_total` (every request a controller sent, Leases included) summed by
+/// HTTP method: how requests are counted where there is no audit log.
+pub fn requests_by_method(metrics: &str) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for line in metrics
+        .lines()
+        .filter(|l| l.starts_with("rest_client_requests_total{"))
+    {
+        let method = line
+            .split("method=\"")
+            .nth(1)
+            .and_then(|m| m.split('"').next());
+        let value = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok());
+        if let (Some(method), Some(value)) = (method, value) {
+            *out.entry(method.to_string()).or_default() += value;
+        }
+    }
+    out
+}
+
+/// Writes other than Lease renewals, from [`requests_by_method`]: POST, PATCH and DELETE. The
+/// controllers send PUT only to renew their Lease (its one POST comes at startup), so leaving
+/// PUT out leaves out exactly the Lease writes, as the audit-log figures do.
+pub fn writes_from_metrics(by_method: &BTreeMap<String, f64>) -> f64 {
+    ["POST", "PATCH", "DELETE"]
+        .iter()
+        .filter_map(|m| by_method.get(*m))
         .sum()
 }
 
@@ -246,7 +276,7 @@ pub fn process_usage(pid: u32) -> (f64, f64) {
 
 /// The agent controller's resident memory before any workload: once it leads (its watches then
 /// run, on empty collections) and has settled.
-pub async fn baseline_rss(cluster: &ChartCluster) -> f64 {
+pub async fn baseline_rss(cluster: &Cluster) -> f64 {
     let (port, pid) = controller(cluster, AGENT_CONTROLLER);
     for _ in 0..300 {
         let metrics = scrape(port).await;

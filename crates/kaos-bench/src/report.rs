@@ -32,8 +32,9 @@ pub struct Change {
     pub outcome: Outcome,
     /// From the patch to the last agent Deployment write (audit times).
     pub last_write: Option<Duration>,
-    /// Agent Deployment writes from the patch until 5 s after the last Deployment moved.
-    pub deployment_writes: usize,
+    /// Agent Deployment writes from the patch until 5 s after the last Deployment moved; None
+    /// without an audit log.
+    pub deployment_writes: Option<usize>,
     /// Increase of the agent Deployments' generations: the rollouts.
     pub rollouts: i64,
 }
@@ -55,12 +56,16 @@ pub struct Report {
     pub floor: Duration,
     /// The agent controller's reconciles until Ready (or the timeout).
     pub reconciles: f64,
-    /// The agent controller's writes until Ready, by `resource[/subresource]`.
-    pub writes: BTreeMap<String, usize>,
+    /// The agent controller's writes until Ready, by `resource[/subresource]`; None without an
+    /// audit log.
+    pub writes: Option<BTreeMap<String, usize>>,
+    /// The agent controller's writes until Ready from its own metrics (POST, PATCH, DELETE).
+    pub metric_writes: f64,
     /// Sum of the agent Deployments' generations when Ready.
     pub rollouts: i64,
     pub idle_reconciles: f64,
-    /// Writes in the idle window (Leases excluded), by `resource[/subresource]`.
+    /// Writes in the idle window (Leases excluded), by `resource[/subresource]`, or by HTTP
+    /// method without an audit log.
     pub idle_writes: BTreeMap<String, usize>,
     pub rss_baseline_kib: f64,
     pub rss_end_kib: f64,
@@ -82,8 +87,28 @@ impl Report {
         format!("{:.2}", n / self.agents as f64)
     }
 
-    fn agent_writes(&self, target: &str) -> String {
-        self.per_agent(self.writes.get(target).copied().unwrap_or(0) as f64)
+    /// Writes per agent by kind, or "n/a" and the total from the controller's metrics.
+    fn agent_writes(&self) -> String {
+        let Some(writes) = &self.writes else {
+            return format!("n/a¹ (all: {})", self.per_agent(self.metric_writes));
+        };
+        let of = |target: &str| self.per_agent(writes.get(target).copied().unwrap_or(0) as f64);
+        [
+            "deployments",
+            "services",
+            "agents/status",
+            "agents",
+            "events",
+        ]
+        .map(of)
+        .join(", ")
+    }
+
+    fn deployment_writes(&self) -> String {
+        match &self.writes {
+            Some(writes) => writes.get("deployments").copied().unwrap_or(0).to_string(),
+            None => "n/a¹".into(),
+        }
     }
 }
 
@@ -106,17 +131,13 @@ pub fn markdown(reports: &[Report], idle: u64) -> String {
         };
         let _ = writeln!(
             out,
-            "| {} | {} | {time} | {} | {ratio_text} | {} | {}, {}, {}, {}, {} | {} / {} |",
+            "| {} | {} | {time} | {} | {ratio_text} | {} | {} | {} / {} |",
             r.topology.name(),
             r.agents,
             seconds(r.floor),
             r.per_agent(r.reconciles),
-            r.agent_writes("deployments"),
-            r.agent_writes("services"),
-            r.agent_writes("agents/status"),
-            r.agent_writes("agents"),
-            r.agent_writes("events"),
-            r.writes.get("deployments").copied().unwrap_or(0),
+            r.agent_writes(),
+            r.deployment_writes(),
             r.rollouts,
         );
     }
@@ -141,6 +162,10 @@ pub fn markdown(reports: &[Report], idle: u64) -> String {
         let change = &r.change;
         let (time, ratio_text) = match (&change.outcome, change.last_write) {
             (Outcome::Done(_), Some(t)) => (seconds(t), ratio(t, r.floor)),
+            (Outcome::Done(moved), None) if change.deployment_writes.is_none() => (
+                format!("n/a¹ (all moved {})", seconds(*moved)),
+                format!("{}²", ratio(*moved, r.floor)),
+            ),
             (Outcome::Done(_), None) => ("no Deployment write".into(), "–".into()),
             (Outcome::TimedOut { progress, after }, _) => (
                 format!(
@@ -159,7 +184,9 @@ pub fn markdown(reports: &[Report], idle: u64) -> String {
             r.rss_baseline_kib / 1024.0,
             r.rss_end_kib / 1024.0,
             r.cached_objects,
-            change.deployment_writes,
+            change
+                .deployment_writes
+                .map_or("n/a¹".to_string(), |n| n.to_string()),
             change.rollouts,
         );
     }
@@ -187,6 +214,15 @@ pub fn markdown(reports: &[Report], idle: u64) -> String {
                 stats.cpu,
             );
         }
+    }
+    if reports.iter().any(|r| r.writes.is_none()) {
+        out.push_str(
+            "\n¹ Not measured on this cluster: writes by kind and times of writes come from kaos-testkit's audit log. \
+             Instead, from the controllers' own `rest_client_requests_total`: \"all\" is the agent controller's POST, PATCH and DELETE \
+             per agent until Ready (every kind; PUT is left out: the controllers PUT only to renew their Lease), \
+             idle writes are every controller's POST, PATCH and DELETE in the window, and requests are by HTTP method (GET = get, list and watch).\n\
+             ² From the patch until every agent Deployment carried the new `MODEL_API_URL` (polled), not to the last write.\n",
+        );
     }
     out
 }

@@ -156,9 +156,10 @@ impl Workload {
     }
 }
 
-/// Server-side applies `objects` in namespace `default`, `concurrency` at a time.
+/// Server-side applies `objects` in `namespace`, `concurrency` at a time.
 pub async fn apply_all(
     client: &kube::Client,
+    namespace: &str,
     objects: Vec<(ApiResource, Value)>,
     concurrency: usize,
 ) -> anyhow::Result<()> {
@@ -166,7 +167,7 @@ pub async fn apply_all(
         .map(|(resource, object)| {
             let client = client.clone();
             async move {
-                let api: Api<DynamicObject> = Api::namespaced_with(client, "default", &resource);
+                let api: Api<DynamicObject> = Api::namespaced_with(client, namespace, &resource);
                 let name = object["metadata"]["name"]
                     .as_str()
                     .unwrap_or("")
@@ -188,9 +189,13 @@ pub async fn apply_all(
 
 /// The ModelAPI change: every ModelAPI from Proxy to Hosted (serving [`MODEL`]), which moves
 /// their endpoint to another port and so every Agent's `MODEL_API_URL`.
-pub async fn switch_to_hosted(client: &kube::Client, shared: usize) -> anyhow::Result<()> {
+pub async fn switch_to_hosted(
+    client: &kube::Client,
+    namespace: &str,
+    shared: usize,
+) -> anyhow::Result<()> {
     let api: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), "default", &kaos("ModelAPI"));
+        Api::namespaced_with(client.clone(), namespace, &kaos("ModelAPI"));
     let body =
         json!({"spec": {"mode": "Hosted", "hostedConfig": {"model": MODEL}, "proxyConfig": null}});
     for i in 0..shared {
@@ -205,10 +210,11 @@ pub async fn switch_to_hosted(client: &kube::Client, shared: usize) -> anyhow::R
 }
 
 /// The floor: the child and status writes the controllers make, sent by a bare client: a
-/// Deployment and a Service per resource, then two status writes per Deployment (Pending, then
-/// Ready), with the same concurrency.
+/// Deployment and a Service per resource, then two status writes per Deployment (not ready,
+/// then ready), with the same concurrency.
 pub async fn floor(
     client: &kube::Client,
+    namespace: &str,
     resources: usize,
     concurrency: usize,
 ) -> anyhow::Result<Duration> {
@@ -226,14 +232,17 @@ pub async fn floor(
         ));
     }
     let started = Instant::now();
-    apply_all(client, writes, concurrency).await?;
+    apply_all(client, namespace, writes, concurrency).await?;
     let statuses: Vec<(usize, u32)> = (0..resources).flat_map(|i| [(i, 0), (i, 1)]).collect();
     let results: Vec<Result<DynamicObject, kube::Error>> = stream::iter(statuses)
         .map(|(i, round)| {
             let api: Api<DynamicObject> =
-                Api::namespaced_with(client.clone(), "default", &deployments);
+                Api::namespaced_with(client.clone(), namespace, &deployments);
             async move {
-                let body = json!({"status": {"observedGeneration": 1, "replicas": round}});
+                // A valid status whatever the cluster's own deployment controller wrote
+                // before (kube-apiserver checks ready, available, updated ≤ replicas).
+                let body = json!({"status": {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1,
+                    "readyReplicas": round, "availableReplicas": round}});
                 api.patch_status(
                     &format!("floor-{i}"),
                     &PatchParams::default(),
