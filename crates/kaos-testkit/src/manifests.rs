@@ -14,15 +14,8 @@ pub const FIELD_MANAGER: &str = "kaos-testkit-apply";
 /// order). Returns how many objects were applied.
 pub fn apply_path(cluster: &Cluster, path: &Path) -> anyhow::Result<usize> {
     if path.is_dir() {
-        let mut files: Vec<_> = std::fs::read_dir(path)
-            .with_context(|| format!("cannot read {}", path.display()))?
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
-            .collect();
-        files.sort();
         let mut count = 0;
-        for file in files {
+        for file in yaml_files(path)? {
             count += apply_path(cluster, &file)?;
         }
         return Ok(count);
@@ -30,6 +23,18 @@ pub fn apply_path(cluster: &Cluster, path: &Path) -> anyhow::Result<usize> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     apply_yaml(cluster, &text).with_context(|| format!("cannot apply {}", path.display()))
+}
+
+/// The `.yaml`/`.yml` files of a directory, in name order.
+pub fn yaml_files(directory: &Path) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    let mut files: Vec<_> = std::fs::read_dir(directory)
+        .with_context(|| format!("cannot read {}", directory.display()))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+        .collect();
+    files.sort();
+    Ok(files)
 }
 
 /// Applies every document of a YAML stream with server-side apply.

@@ -8,6 +8,7 @@
 //! `kube::Client`, whichever the source.
 
 use std::collections::{BTreeSet, HashMap};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kaos_runtime::RuntimeArgs;
+use kaos_runtime::{ControllerId, Runtime, RuntimeArgs};
 use kaos_testkit::{ApiServer, ServeOptions, TestServer};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
@@ -149,13 +150,7 @@ fn read_manifests(paths: &[PathBuf]) -> anyhow::Result<Vec<Value>> {
     let mut out = Vec::new();
     for path in paths {
         if path.is_dir() {
-            let mut files: Vec<PathBuf> = std::fs::read_dir(path)
-                .with_context(|| format!("cannot read {}", path.display()))?
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
-                .collect();
-            files.sort();
+            let files = kaos_testkit::manifests::yaml_files(path)?;
             out.extend(read_manifests(&files)?);
         } else {
             let text = std::fs::read_to_string(path)
@@ -319,62 +314,58 @@ fn start_controllers(
     stop: &watch::Sender<bool>,
 ) -> anyhow::Result<Vec<RunningController>> {
     let settings = controller_settings()?;
-    let stop_signal = || {
-        let mut stopped = stop.subscribe();
-        async move {
-            let _ = stopped.wait_for(|s| *s).await;
-        }
+    let (modelapi, mcpserver, agent) = (settings.modelapi, settings.mcpserver, settings.agent);
+    let start = |name, id| Start {
+        name,
+        id,
+        config: config.clone(),
+        lease_namespace,
+        stop,
     };
-    let mut running = Vec::new();
-    let metrics = free_address()?;
-    let task = tokio::spawn(kaos_runtime::runner::run_with(
-        config.clone(),
-        runtime_args(metrics, lease_namespace)?,
-        modelapi_controller::ID,
-        stop_signal(),
-        {
-            let settings = settings.modelapi;
-            move |rt| modelapi_controller::controller::run(rt, settings)
-        },
-    ));
-    running.push(RunningController {
-        name: "modelapi-controller",
-        metrics,
-        task,
-    });
-    let metrics = free_address()?;
-    let task = tokio::spawn(kaos_runtime::runner::run_with(
-        config.clone(),
-        runtime_args(metrics, lease_namespace)?,
-        mcpserver_controller::ID,
-        stop_signal(),
-        {
-            let settings = settings.mcpserver;
-            move |rt| mcpserver_controller::controller::run(rt, settings)
-        },
-    ));
-    running.push(RunningController {
-        name: "mcpserver-controller",
-        metrics,
-        task,
-    });
-    let metrics = free_address()?;
-    let task = tokio::spawn(kaos_runtime::runner::run_with(
-        config,
-        runtime_args(metrics, lease_namespace)?,
-        agent_controller::ID,
-        stop_signal(),
-        {
-            let settings = settings.agent;
-            move |rt| agent_controller::controller::run(rt, settings)
-        },
-    ));
-    running.push(RunningController {
-        name: "agent-controller",
-        metrics,
-        task,
-    });
-    Ok(running)
+    Ok(vec![
+        start("modelapi-controller", modelapi_controller::ID)
+            .spawn(move |rt| modelapi_controller::controller::run(rt, modelapi))?,
+        start("mcpserver-controller", mcpserver_controller::ID)
+            .spawn(move |rt| mcpserver_controller::controller::run(rt, mcpserver))?,
+        start("agent-controller", agent_controller::ID)
+            .spawn(move |rt| agent_controller::controller::run(rt, agent))?,
+    ])
+}
+
+/// One controller to start in-process.
+struct Start<'a> {
+    name: &'static str,
+    id: ControllerId,
+    config: kube::Config,
+    lease_namespace: &'a str,
+    stop: &'a watch::Sender<bool>,
+}
+
+impl Start<'_> {
+    /// Runs `controller` on its own task until `stop` turns true.
+    fn spawn<F, Fut>(self, controller: F) -> anyhow::Result<RunningController>
+    where
+        F: FnOnce(Runtime) -> Fut + Send + 'static,
+        Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
+    {
+        let mut stopped = self.stop.subscribe();
+        let stop_signal = async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        };
+        let metrics = free_address()?;
+        let task = tokio::spawn(kaos_runtime::runner::run_with(
+            self.config,
+            runtime_args(metrics, self.lease_namespace)?,
+            self.id,
+            stop_signal,
+            controller,
+        ));
+        Ok(RunningController {
+            name: self.name,
+            metrics,
+            task,
+        })
+    }
 }
 
 pub async fn start(options: &Options) -> Result<Dev, StartError> {
