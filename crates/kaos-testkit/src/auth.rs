@@ -64,6 +64,8 @@ pub struct Grant {
 #[derive(Default)]
 struct State {
     enabled: bool,
+    /// Requests without any credential are the admin (see `set_anonymous_admin`).
+    anonymous_admin: bool,
     tokens: HashMap<String, Identity>,
     used: BTreeSet<Grant>,
     next_token: u64,
@@ -87,6 +89,14 @@ impl Auth {
 
     pub fn enabled(&self) -> bool {
         self.lock().enabled
+    }
+
+    /// With RBAC on, treats requests that carry no `Authorization` header as the admin, as
+    /// kube-apiserver's old insecure port did. client-go (kubectl, helm) never sends credentials
+    /// over plain HTTP, so this is how they drive a served testkit whose other clients (kube-rs
+    /// controllers with ServiceAccount tokens) are held to RBAC. A wrong token is still a 401.
+    pub fn set_anonymous_admin(&self, anonymous_admin: bool) {
+        self.lock().anonymous_admin = anonymous_admin;
     }
 
     /// A bearer token that authenticates as `identity`.
@@ -116,13 +126,14 @@ impl Auth {
 
     pub fn authenticate(&self, headers: &HeaderMap) -> ApiResult<Identity> {
         let state = self.lock();
-        let token = headers
-            .get(header::AUTHORIZATION)
+        let authorization = headers.get(header::AUTHORIZATION);
+        let token = authorization
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
         match token.and_then(|t| state.tokens.get(t)) {
             Some(identity) => Ok(identity.clone()),
             None if !state.enabled => Ok(Identity::admin()),
+            None if state.anonymous_admin && authorization.is_none() => Ok(Identity::admin()),
             None => Err(ApiError::unauthorized()),
         }
     }

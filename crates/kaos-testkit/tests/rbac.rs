@@ -147,3 +147,116 @@ subjects:
         "only the list grant was used; get was granted but never used"
     );
 }
+
+/// A client of `server` that sends no credentials at all, as kubectl and helm do over plain
+/// HTTP.
+fn anonymous_client(server: &TestServer) -> Client {
+    let config = kube::Config::new(server.url().parse().expect("url"));
+    Client::try_from(config).expect("client")
+}
+
+#[tokio::test]
+async fn token_request_mints_a_service_account_token_that_rbac_then_holds() {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+
+    let api = ApiServer::new(Cluster::default());
+    let options = ServeOptions {
+        rbac: true,
+        ..Default::default()
+    };
+    let server = TestServer::start(api.clone(), &options)
+        .await
+        .expect("serve");
+    let admin = client_with(&server, Some(&server.admin_token)).await;
+    let accounts: Api<ServiceAccount> = Api::default_namespaced(admin.clone());
+    let account: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "worker"}})).expect("sa");
+    accounts
+        .create(&PostParams::default(), &account)
+        .await
+        .expect("service account");
+
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences: vec![],
+            expiration_seconds: Some(7200),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let answer = accounts
+        .create_token_request("worker", &PostParams::default(), &request)
+        .await
+        .expect("token request");
+    assert_eq!(answer.spec.expiration_seconds, Some(7200));
+    assert!(
+        !answer.spec.audiences.is_empty(),
+        "kube fills the audiences"
+    );
+    let status = answer.status.expect("status");
+    assert!(status.expiration_timestamp.0 > jiff::Timestamp::now());
+
+    // The token is the ServiceAccount's, held to RBAC: no rule grants it anything.
+    let worker = client_with(&server, Some(&status.token)).await;
+    let denied = Api::<ConfigMap>::default_namespaced(worker.clone())
+        .list(&ListParams::default())
+        .await
+        .expect_err("no rule");
+    assert!(
+        denied
+            .to_string()
+            .contains("User \"system:serviceaccount:default:worker\" cannot list"),
+        "{denied}"
+    );
+    // Minting is `create` on serviceaccounts/token, which it was not granted either.
+    let minting = Api::<ServiceAccount>::default_namespaced(worker)
+        .create_token_request("worker", &PostParams::default(), &request)
+        .await
+        .expect_err("no serviceaccounts/token");
+    assert_eq!(code(minting), 403);
+    // No token for a ServiceAccount that does not exist.
+    let missing = accounts
+        .create_token_request("nobody", &PostParams::default(), &request)
+        .await
+        .expect_err("missing");
+    assert_eq!(code(missing), 404);
+}
+
+#[tokio::test]
+async fn anonymous_admin_lets_credential_less_clients_in_and_keeps_rbac_for_tokens() {
+    let api = ApiServer::new(Cluster::default());
+    let options = ServeOptions {
+        rbac: true,
+        ..Default::default()
+    };
+    let server = TestServer::start(api.clone(), &options)
+        .await
+        .expect("serve");
+    let anonymous = anonymous_client(&server);
+    let listed = Api::<ConfigMap>::default_namespaced(anonymous.clone())
+        .list(&ListParams::default())
+        .await;
+    assert_eq!(code(listed.expect_err("off by default")), 401);
+
+    api.auth.set_anonymous_admin(true);
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "c"}})).expect("cm");
+    Api::<ConfigMap>::default_namespaced(anonymous)
+        .create(&PostParams::default(), &cm)
+        .await
+        .expect("no credentials: the admin");
+    // A wrong credential is still refused, and a ServiceAccount's token still held to RBAC.
+    let wrong = Api::<ConfigMap>::default_namespaced(client_with(&server, None).await)
+        .list(&ListParams::default())
+        .await;
+    assert_eq!(code(wrong.expect_err("bad token")), 401);
+    let token = api
+        .auth
+        .mint_token(kaos_testkit::auth::Identity::service_account(
+            "default", "nobody",
+        ));
+    let held = Api::<ConfigMap>::default_namespaced(client_with(&server, Some(&token)).await)
+        .list(&ListParams::default())
+        .await;
+    assert_eq!(code(held.expect_err("no rule")), 403);
+}

@@ -44,6 +44,10 @@ struct Serve {
     /// Require bearer tokens and enforce RBAC (mint tokens with POST /kaos-testkit/tokens).
     #[arg(long)]
     rbac: bool,
+    /// With --rbac: requests without credentials are the admin (kubectl and helm send none over
+    /// plain HTTP), while token holders stay subject to RBAC.
+    #[arg(long, requires = "rbac")]
+    anonymous_admin: bool,
     /// Fault injection: seed of the random faults.
     #[arg(long, default_value_t = 0)]
     fault_seed: u64,
@@ -109,6 +113,7 @@ async fn serve(args: Serve) -> anyhow::Result<()> {
         simulate_deployments: args.simulate_deployments.map(Duration::from_millis),
         rbac: args.rbac,
     };
+    api.auth.set_anonymous_admin(args.anonymous_admin);
     let server = TestServer::start(api, &options).await?;
     server.write_kubeconfig(&args.kubeconfig, None)?;
     println!("kaos-testkit serving {}", server.url());

@@ -5,6 +5,7 @@ mod discovery;
 pub mod path;
 mod scale;
 mod table;
+mod token;
 mod watch;
 
 use std::sync::Arc;
@@ -198,6 +199,23 @@ async fn serve(
                 Some(Fault::Error(e)) => return error_response(&e),
                 Some(Fault::Delay(d)) => tokio::time::sleep(d).await,
                 None => {}
+            }
+            if sub == Some("token") && rt.group.is_empty() && rt.plural == "serviceaccounts" {
+                let minted = parse_body(headers, body).and_then(|b| {
+                    token::serve(
+                        cluster,
+                        &server.auth,
+                        method,
+                        &b,
+                        &rt,
+                        namespace.unwrap_or(""),
+                        name.unwrap_or(""),
+                    )
+                });
+                return match minted {
+                    Ok((status, value)) => json_response(status, value),
+                    Err(e) => error_response(&e),
+                };
             }
             if verb == "watch" {
                 return watch::serve(server, &rt, namespace.unwrap_or(""), query, headers, spared);
