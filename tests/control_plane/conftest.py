@@ -1,5 +1,6 @@
-"""Fixtures of the real-plane suites: one control plane for the whole session (test_helm.py and
-test_operator.py share it; bringing one up costs ~8 s), brought down at the end.
+"""Fixtures of the real-plane suites: one control plane for the whole session (the suites share
+it; bringing one up costs ~8 s), brought down at the end; and `cluster`, which runs a test body
+on kaos-testkit and on that plane (test_operator.py).
 
 test_control_plane.py brings up its own plane instead, because it tests `up` and `down`
 themselves and ends with the plane down; pytest finishes that module (and tears its plane down)
@@ -8,7 +9,39 @@ before the first test that asks for the session plane, so only one plane runs at
 
 import pytest
 
-from plane import down, up
+from plane import CLUSTERS, Testkit, down, requires_plane, up
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "only_on(cluster, reason): run on that cluster only "
+                            f"(one of {CLUSTERS}), for the reason given")
+
+
+def pytest_generate_tests(metafunc):
+    """Parametrizes every test that uses `cluster` (itself or through a fixture) over
+    CLUSTERS, or over the one its only_on marker names."""
+    if "cluster" not in metafunc.fixturenames:
+        return
+    marker = metafunc.definition.get_closest_marker("only_on")
+    names = [marker.args[0]] if marker else CLUSTERS
+    metafunc.parametrize(
+        "cluster",
+        [pytest.param(n, marks=[requires_plane] if n == "kube-apiserver" else []) for n in names],
+        indirect=True, scope="module")
+
+
+@pytest.fixture(scope="module")
+def cluster(request, tmp_path_factory):
+    """The cluster of this test variant: the session's plane, or a fresh kaos-testkit served
+    for the module (stopped at its end)."""
+    if request.param == "kube-apiserver":
+        yield request.getfixturevalue("plane")
+        return
+    served = Testkit(tmp_path_factory.mktemp("testkit"))
+    try:
+        yield served
+    finally:
+        served.stop()
 
 
 @pytest.fixture(scope="session")

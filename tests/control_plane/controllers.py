@@ -1,7 +1,8 @@
-"""The controller binaries run out of cluster against a plane, as the chart runs them in it: each
-replica with a kubeconfig holding a token of its chart ServiceAccount (so only the chart's RBAC
-applies), the arguments and environment of the chart's Deployment, and its own metrics and probe
-ports on 127.0.0.1. Only the processes started here are ever signalled (by their pid).
+"""The controller binaries run out of cluster (against the real plane or kaos-testkit), as the
+chart runs them in it: each replica with a kubeconfig holding a token of its chart
+ServiceAccount (so only the chart's RBAC applies), the arguments and environment of the chart's
+Deployment, and its own metrics and probe ports on 127.0.0.1. Only the processes started here
+are ever signalled (by their pid).
 """
 
 import http.client
@@ -133,7 +134,8 @@ class Replica:
 
 class Controllers:
     """Every replica started against one chart release (its namespace holds the
-    ServiceAccounts, the Leases and the MCP runtime registry)."""
+    ServiceAccounts, the Leases and the MCP runtime registry), on a plane.Cluster: the real
+    plane or kaos-testkit."""
 
     def __init__(self, plane, namespace, workdir):
         self.plane, self.namespace, self.workdir = plane, namespace, workdir
@@ -144,10 +146,9 @@ class Controllers:
                         "KAOS_BIN_DIR to a directory holding them)")
 
     def kubeconfig_for(self, binary, replica):
-        """A kubeconfig with the plane's server and CA and a token of the chart's
+        """A kubeconfig with the cluster's server (and CA) and a token of the chart's
         ServiceAccount kaos-<binary> (nothing of the admin's credentials)."""
-        token = self.plane.kubectl("create", "token", f"kaos-{binary}", "-n", self.namespace,
-                                   "--duration=2h").stdout.strip()
+        token = self.plane.token(self.namespace, f"kaos-{binary}")
         config = {
             "apiVersion": "v1", "kind": "Config", "current-context": "sa",
             "clusters": [{"name": "plane", "cluster": self.plane.cluster}],
@@ -187,6 +188,14 @@ class Controllers:
 
     def running(self):
         return [r for r in self.replicas if r.running]
+
+    def restart_exited(self):
+        """Starts again every replica that exited, as the kubelet restarts a container (a
+        controller exits when it loses its Lease, as controller-runtime's do); the names."""
+        exited = [r for r in self.replicas if not r.running]
+        for replica in exited:
+            replica.start()
+        return [r.name for r in exited]
 
     def holder(self, binary):
         """The Lease holder's identity (`<POD_NAME>_<suffix>`), None when nobody holds it."""

@@ -1,5 +1,6 @@
-"""What the real-plane suites share: bringing `scripts/control-plane` up and down, kubectl, helm
-and plain API reads against it, and waiting for a condition with a clear message.
+"""What the real-plane suites share: bringing `scripts/control-plane` up and down (Plane) or
+serving kaos-testkit (Testkit), kubectl, helm and plain API reads against either, and waiting
+for a condition with a clear message.
 
 Fixtures live in conftest.py; this module holds the helpers so test modules can import them.
 """
@@ -28,12 +29,29 @@ RESTRICTED = "pod-security.kubernetes.io/enforce=restricted"
 UP_TIMEOUT = int(os.environ.get("KAOS_CONTROL_PLANE_UP_TIMEOUT", "3600"))
 KUBECTL_TIMEOUT = 60
 WAIT = 120
+# kubectl and helm built with the plane (scripts/control-plane build); the testkit's clusters
+# use them too.
+BIN = Path(os.environ.get("KAOS_CONTROL_PLANE_CACHE", REPO / ".cache" / "control-plane")) / "bin"
+TESTKIT = Path(os.environ.get("KAOS_BIN_DIR", REPO / "target" / "debug")) / "kaos-testkit"
 
 requires_plane = pytest.mark.skipif(
     os.environ.get("KAOS_CONTROL_PLANE") != "1",
     reason="set KAOS_CONTROL_PLANE=1 to build and start the loopback control plane "
     "(first build takes 10-20 minutes; see docs/testing.md)",
 )
+
+
+# The clusters a test taking the `cluster` fixture runs on, as its pytest id: the same body
+# twice. Only the real plane needs KAOS_CONTROL_PLANE=1; the testkit half always runs.
+CLUSTERS = ["testkit", "kube-apiserver"]
+
+
+def only_on(cluster, reason):
+    """Runs a test on one cluster only; reason says why the other one cannot show it. The
+    other variant is not generated at all (not skipped), so nothing is left out silently: the
+    reason is in the code, next to the test."""
+    assert cluster in CLUSTERS, cluster
+    return pytest.mark.only_on(cluster, reason=reason)
 
 
 def read_env(directory):
@@ -46,14 +64,13 @@ def read_env(directory):
     return env
 
 
-class Plane:
-    """A control plane brought up by scripts/control-plane, driven as cluster-admin."""
+class Cluster:
+    """What the suites drive a cluster through, as its admin: kubectl, helm, plain API reads and
+    writes, ServiceAccount tokens and the chart. Subclasses say how to reach it."""
 
-    def __init__(self, directory):
-        self.dir = directory
-        self.env = read_env(directory)
-        self.kubeconfig = directory / "kubeconfig"
-        self.bin = Path(self.env["KAOS_CONTROL_PLANE_BIN"])
+    def __init__(self, kubeconfig, bin_dir):
+        self.kubeconfig = Path(kubeconfig)
+        self.bin = Path(bin_dir)
         kubectl = self.bin / "kubectl"
         self.kubectl_path = str(kubectl) if kubectl.exists() else "kubectl"
         self._config = yaml.safe_load(self.kubeconfig.read_text())
@@ -74,36 +91,45 @@ class Plane:
     def json_of(result):
         return json.loads(result.stdout)
 
-    def pids(self):
-        pid_dir = self.dir / "kwok" / "clusters" / self.env["KAOS_CONTROL_PLANE_NAME"] / "pids"
-        return {int(p.read_text().strip()) for p in pid_dir.glob("*.pid") if p.read_text().strip()}
-
     @property
     def cluster(self):
-        """The admin kubeconfig's cluster entry: server and CA."""
+        """The admin kubeconfig's cluster entry: server (and CA)."""
         return self._config["clusters"][0]["cluster"]
+
+    def _connection(self):
+        raise NotImplementedError
+
+    def _request(self, method, path, body=None, query=None):
+        """(status, body) of one request as the admin."""
+        connection = self._connection()
+        try:
+            url = path + ("?" + urllib.parse.urlencode(query) if query else "")
+            headers = {"Accept": "application/json"}
+            data = None
+            if body is not None:
+                data, headers["Content-Type"] = json.dumps(body), "application/json"
+            connection.request(method, url, body=data, headers=headers)
+            response = connection.getresponse()
+            return response.status, response.read()
+        finally:
+            connection.close()
 
     def get(self, path, **query):
         """GET an API path as cluster-admin; None when it is not found. Cheaper than kubectl
         in polling loops (no process, no discovery)."""
-        user = self._config["users"][0]["user"]
-        context = ssl.create_default_context(cafile=self.cluster["certificate-authority"])
-        context.load_cert_chain(user["client-certificate"], user["client-key"])
-        server = urllib.parse.urlsplit(self.cluster["server"])
-        connection = http.client.HTTPSConnection(server.hostname, server.port, context=context,
-                                                 timeout=KUBECTL_TIMEOUT)
-        try:
-            url = path + ("?" + urllib.parse.urlencode(query) if query else "")
-            connection.request("GET", url, headers={"Accept": "application/json"})
-            response = connection.getresponse()
-            body = response.read()
-        finally:
-            connection.close()
-        if response.status == 404:
+        status, body = self._request("GET", path, query=query)
+        if status == 404:
             return None
-        if response.status != 200:
-            raise AssertionError(f"GET {path}: {response.status} {body[:500]!r}")
+        if status != 200:
+            raise AssertionError(f"GET {path}: {status} {body[:500]!r}")
         return json.loads(body)
+
+    def post(self, path, body):
+        """POST a JSON body as cluster-admin; the created object."""
+        status, answer = self._request("POST", path, body)
+        if status not in (200, 201):
+            raise AssertionError(f"POST {path}: {status} {answer[:500]!r}")
+        return json.loads(answer)
 
     def items(self, path, **query):
         return (self.get(path, **query) or {}).get("items", [])
@@ -111,6 +137,107 @@ class Plane:
     def kwok_nodes(self):
         return {n["metadata"]["name"] for n in self.items("/api/v1/nodes")
                 if n["metadata"].get("annotations", {}).get("kwok.x-k8s.io/node") == "fake"}
+
+    def token(self, namespace, service_account, seconds=7200):
+        """A token of a ServiceAccount, from the TokenRequest API (what `kubectl create token`
+        calls; sent as JSON, which both clusters take)."""
+        request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                   "spec": {"expirationSeconds": seconds}}
+        answer = self.post(f"/api/v1/namespaces/{namespace}/serviceaccounts/"
+                           f"{service_account}/token", request)
+        return answer["status"]["token"]
+
+    def install_chart(self, namespace, values):
+        """`helm install --wait` of charts/kaos as release kaos (values: `--set` pairs)."""
+        self.helm("install", RELEASE, str(CHART), "-n", namespace, "--wait", "--timeout", "3m",
+                  *[a for v in values for a in ("--set", v)])
+
+    def uninstall_chart(self, namespace):
+        self.helm("uninstall", RELEASE, "-n", namespace, "--wait", check=False)
+
+
+class Plane(Cluster):
+    """A control plane brought up by scripts/control-plane, driven as cluster-admin (client
+    certificate)."""
+
+    def __init__(self, directory):
+        self.dir = directory
+        self.env = read_env(directory)
+        super().__init__(directory / "kubeconfig", self.env["KAOS_CONTROL_PLANE_BIN"])
+
+    def pids(self):
+        pid_dir = self.dir / "kwok" / "clusters" / self.env["KAOS_CONTROL_PLANE_NAME"] / "pids"
+        return {int(p.read_text().strip()) for p in pid_dir.glob("*.pid") if p.read_text().strip()}
+
+    def _connection(self):
+        user = self._config["users"][0]["user"]
+        context = ssl.create_default_context(cafile=self.cluster["certificate-authority"])
+        context.load_cert_chain(user["client-certificate"], user["client-key"])
+        server = urllib.parse.urlsplit(self.cluster["server"])
+        return http.client.HTTPSConnection(server.hostname, server.port, context=context,
+                                           timeout=KUBECTL_TIMEOUT)
+
+
+class Testkit(Cluster):
+    """`kaos-testkit serve` on a free loopback port: RBAC on, Deployments settled by the
+    simulator, and the admin anonymous, since client-go (kubectl, helm) sends no credentials
+    over plain HTTP; clients with a token (the controllers) are held to RBAC. No CRD is
+    applied: the chart brings them, as on the real plane."""
+
+    def __init__(self, directory):
+        missing = [str(p) for p in (TESTKIT, BIN / "helm") if not p.exists()]
+        if missing:
+            pytest.fail(f"{', '.join(missing)} missing: run `cargo build -p kaos-testkit` and "
+                        "`scripts/control-plane build` (kubectl and helm)")
+        kubeconfig = Path(directory) / "kubeconfig"
+        self.log = open(Path(directory) / "kaos-testkit.log", "w")
+        self.process = subprocess.Popen(
+            [str(TESTKIT), "serve", "--rbac", "--anonymous-admin", "--simulate-deployments",
+             "100", "--listen", "127.0.0.1:0", "--kubeconfig", str(kubeconfig)],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while not kubeconfig.exists():  # written once it listens
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                pytest.fail(f"kaos-testkit did not start; see {self.log.name}")
+            time.sleep(0.05)
+        super().__init__(kubeconfig, BIN)
+
+    def _connection(self):
+        server = urllib.parse.urlsplit(self.cluster["server"])
+        return http.client.HTTPConnection(server.hostname, server.port,
+                                          timeout=KUBECTL_TIMEOUT)
+
+    def install_chart(self, namespace, values):
+        """The chart rendered by `helm template` with the same values and applied with kubectl:
+        the same objects as `helm install`, without the release record, which helm stores as a
+        protobuf Secret that the testkit (JSON only) refuses (docs/testkit.md)."""
+        rendered = self.helm("template", RELEASE, str(CHART), "-n", namespace,
+                             *[a for v in values for a in ("--set", v)]).stdout
+        self.kubectl("apply", "-n", namespace, "-f", "-", stdin=rendered)
+
+    def uninstall_chart(self, namespace):
+        """Nothing to uninstall: no release was recorded, and the testkit is thrown away."""
+
+    def set_faults(self, faults):
+        """Sets fault injection (PUT /kaos-testkit/faults, docs/testkit.md); {} turns it off."""
+        status, body = self._request("PUT", "/kaos-testkit/faults", faults)
+        assert status == 200, f"PUT /kaos-testkit/faults: {status} {body[:500]!r}"
+
+    def audit(self):
+        """Every request so far (GET /kaos-testkit/audit): user, verb, path, code, ..."""
+        return self.get("/kaos-testkit/audit")
+
+    def stop(self):
+        """Stops the process this object started (by its pid)."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.log.close()
 
 
 def run(command, stdin=None, check=True, timeout=KUBECTL_TIMEOUT):
@@ -179,10 +306,11 @@ def wait_until(what, check, timeout=WAIT, interval=1.0):
 
 
 def create_namespace(plane, name, labels=()):
-    """Creates a namespace (with labels, e.g. a Pod Security level) for one suite."""
-    plane.kubectl("create", "namespace", name)
-    if labels:
-        plane.kubectl("label", "namespace", name, *labels)
+    """Creates a namespace (with labels "key=value", e.g. a Pod Security level) for one suite,
+    from a manifest: `kubectl create namespace` sends protobuf, which the testkit refuses."""
+    namespace = {"apiVersion": "v1", "kind": "Namespace",
+                 "metadata": {"name": name, "labels": dict(l.split("=", 1) for l in labels)}}
+    plane.kubectl("create", "-f", "-", stdin=json.dumps(namespace))
 
 
 def delete_namespace(plane, name):
@@ -194,15 +322,14 @@ def install_chart(plane, namespace, *values):
     """`helm install --wait` of charts/kaos as release kaos into namespace, created first and
     labelled to enforce the `restricted` Pod Security level; values are `--set` pairs."""
     create_namespace(plane, namespace, [RESTRICTED])
-    plane.helm("install", RELEASE, str(CHART), "-n", namespace, "--wait", "--timeout", "3m",
-               *[a for v in values for a in ("--set", v)])
+    plane.install_chart(namespace, values)
 
 
 def remove_chart(plane, namespace):
     """Uninstalls the release and deletes the CRDs and the namespace, leaving the plane as
     found. The CRDs outlive `helm uninstall` by design, and their Helm ownership annotations
     would stop a release in another namespace from adopting them."""
-    plane.helm("uninstall", RELEASE, "-n", namespace, "--wait", check=False)
+    plane.uninstall_chart(namespace)
     plane.kubectl("delete", "crd", *CRDS, "--ignore-not-found", "--wait", "--timeout=60s",
                   check=False, timeout=90)
     delete_namespace(plane, namespace)

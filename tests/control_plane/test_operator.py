@@ -1,15 +1,22 @@
-"""The controllers on a real kube-apiserver: the chart installed with helm (CRDs, RBAC,
-ServiceAccounts; its in-cluster Deployments at 0 replicas), and the real binaries run out of
-cluster, each under a token of its own chart ServiceAccount, so the chart's RBAC is proven
-sufficient. Two agent-controller replicas (a leader and a standby), one of each other controller.
+"""The controllers on a cluster, each test body run twice: on kaos-testkit (served on loopback,
+fast) and on the real kube-apiserver of scripts/control-plane (the session plane). On both the
+chart is installed (CRDs, RBAC, ServiceAccounts; its in-cluster Deployments at 0 replicas) and
+the real binaries run out of cluster, each under a token of its own chart ServiceAccount, so the
+chart's RBAC is proven sufficient. Two agent-controller replicas (a leader and a standby), one of
+each other controller.
 
-Covers: /readyz once synced; the quickstart Ready with pods Running on kwok nodes; a spec edit
-rolls the Deployment once; drift restored; leader failover; a peer pair and a mesh converge and go
-quiet; no request was forbidden; namespace deletion completes, and a terminating namespace that
-took a resource's children first is no reconcile error.
+Covers: /readyz once synced; the quickstart Ready (with pods Running on kwok nodes, on the real
+plane); a spec edit rolls the Deployment once; drift restored; leader failover; a peer pair and a
+mesh converge and go quiet; no request was forbidden; namespace deletion completes; on the
+testkit, convergence through injected faults; on the real plane, a terminating namespace that
+took a resource's children first is no reconcile error. A test that only one cluster can show is
+marked `only_on` with the reason.
 
-Runs only with KAOS_CONTROL_PLANE=1, with the debug binaries built (`cargo build -p
-agent-controller -p modelapi-controller -p mcpserver-controller`); see docs/testing.md.
+The testkit half runs as is (`python3 -m pytest tests/control_plane/test_operator.py -k
+testkit`); the real-plane half only with KAOS_CONTROL_PLANE=1. Both need the debug binaries
+(`cargo build -p kaos-testkit -p agent-controller -p modelapi-controller -p
+mcpserver-controller`) and the plane's kubectl and helm (`scripts/control-plane build`); see
+docs/testing.md.
 """
 
 import json
@@ -20,9 +27,7 @@ import pytest
 
 from controllers import Controllers, controller_label, lease_name
 from plane import (CONTROLLERS, REPO, WAIT, create_namespace, delete_namespace, env_of,
-                   install_chart, remove_chart, requires_plane, rolled_out, wait_until)
-
-pytestmark = requires_plane
+                   install_chart, only_on, remove_chart, rolled_out, wait_until)
 
 NAMESPACE = "kaos-system"
 KAOS = "/apis/kaos.tools/v1alpha1"
@@ -33,20 +38,20 @@ IDLE_WINDOW = 10
 
 
 @pytest.fixture(scope="module")
-def release(plane):
+def release(cluster):
     """The chart, with the in-cluster controllers scaled to 0 so only our processes reconcile."""
     values = [f"{b}.replicas=0" for b in CONTROLLERS]
     values += [f"global.leaderElection.{k}={v}" for k, v in LEASE.items()]
     values += ["global.controllerLogFormat=text"]
-    install_chart(plane, NAMESPACE, *values)
+    install_chart(cluster, NAMESPACE, *values)
     yield
-    remove_chart(plane, NAMESPACE)
+    remove_chart(cluster, NAMESPACE)
 
 
 @pytest.fixture(scope="module")
-def controllers(plane, release, tmp_path_factory):
+def controllers(cluster, release, tmp_path_factory):
     """Two agent-controller replicas (leader and standby, for the failover), one of the others."""
-    running = Controllers(plane, NAMESPACE, tmp_path_factory.mktemp("controllers"))
+    running = Controllers(cluster, NAMESPACE, tmp_path_factory.mktemp("controllers"))
     try:
         running.start("agent-controller", 2)
         running.start("modelapi-controller", 1)
@@ -60,54 +65,54 @@ class Namespaces:
     """Namespaces the tests create; deleted (and waited for) while the controllers still run,
     since only they can remove their finalizers."""
 
-    def __init__(self, plane):
-        self.plane, self.names = plane, []
+    def __init__(self, cluster):
+        self.cluster, self.names = cluster, []
 
     def create(self, name):
-        create_namespace(self.plane, name)
+        create_namespace(self.cluster, name)
         self.names.append(name)
         return name
 
     def delete_all(self):
         for name in self.names:
-            delete_namespace(self.plane, name)
+            delete_namespace(self.cluster, name)
         for name in self.names:
             wait_until(f"namespace {name} to be deleted",
-                       lambda: self.plane.get(f"/api/v1/namespaces/{name}") is None)
+                       lambda: self.cluster.get(f"/api/v1/namespaces/{name}") is None)
 
 
 @pytest.fixture(scope="module")
-def namespaces(plane, controllers):
-    created = Namespaces(plane)
+def namespaces(cluster, controllers):
+    created = Namespaces(cluster)
     yield created
     created.delete_all()
 
 
-def apply(plane, namespace, yaml_text):
-    plane.kubectl("apply", "-n", namespace, "-f", "-", stdin=yaml_text)
+def apply(cluster, namespace, yaml_text):
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=yaml_text)
 
 
-def resources(plane, namespace):
+def resources(cluster, namespace):
     """Every Agent, ModelAPI and MCPServer in namespace, as (kind, object)."""
     return [(kind, o) for kind, plural in KINDS.items()
-            for o in plane.items(f"{KAOS}/namespaces/{namespace}/{plural}")]
+            for o in cluster.items(f"{KAOS}/namespaces/{namespace}/{plural}")]
 
 
-def deployments(plane, namespace):
+def deployments(cluster, namespace):
     return {d["metadata"]["name"]: d
-            for d in plane.items(f"/apis/apps/v1/namespaces/{namespace}/deployments")}
+            for d in cluster.items(f"/apis/apps/v1/namespaces/{namespace}/deployments")}
 
 
 def child_name(kind, obj):
     return f"{kind.lower()}-{obj['metadata']['name']}"
 
 
-def not_converged(plane, namespace):
+def not_converged(cluster, namespace):
     """What is not converged yet in namespace (empty when done): every resource Ready at its
     generation, its Deployment rolled out, and the status mirroring that Deployment."""
     waiting = []
-    children = deployments(plane, namespace)
-    for kind, obj in resources(plane, namespace):
+    children = deployments(cluster, namespace)
+    for kind, obj in resources(cluster, namespace):
         status, meta = obj.get("status", {}), obj["metadata"]
         name = f"{kind} {meta['name']}"
         if not status.get("ready") or status.get("observedGeneration") != meta["generation"]:
@@ -124,17 +129,17 @@ def not_converged(plane, namespace):
     return waiting
 
 
-def wait_converged(plane, namespace, timeout=WAIT):
+def wait_converged(cluster, namespace, timeout=WAIT):
     wait_until(f"everything in {namespace} to converge",
-               lambda: (not (left := not_converged(plane, namespace)), left), timeout=timeout)
+               lambda: (not (left := not_converged(cluster, namespace)), left), timeout=timeout)
 
 
 @pytest.fixture(scope="module")
-def quickstart(plane, namespaces):
+def quickstart(cluster, namespaces):
     """examples/quickstart.yaml applied as is into its own namespace, converged."""
     namespace = namespaces.create("quickstart")
-    apply(plane, namespace, (REPO / "examples" / "quickstart.yaml").read_text())
-    wait_converged(plane, namespace)
+    apply(cluster, namespace, (REPO / "examples" / "quickstart.yaml").read_text())
+    wait_converged(cluster, namespace)
     return namespace
 
 
@@ -157,6 +162,12 @@ def model_api():
 
 
 def test_every_replica_turns_ready_once_synced_and_one_leads(controllers):
+    wait_ready_and_one_leading(controllers)
+
+
+def wait_ready_and_one_leading(controllers):
+    """Every replica answers 200 on /readyz and /healthz, and each Lease is held by one of
+    ours, the only replica of its controller whose metrics say it leads."""
     for replica in controllers.replicas:
         wait_until(f"{replica.name} /readyz and /healthz to answer 200", lambda: (
             (codes := (replica.probe("/readyz"), replica.probe("/healthz"))) == (200, 200),
@@ -174,32 +185,21 @@ def test_every_replica_turns_ready_once_synced_and_one_leads(controllers):
         wait_until(f"one replica to lead {lease_name(binary)}", one_leads, interval=0.5)
 
 
-def test_quickstart_reaches_ready_with_pods_running_on_kwok_nodes(plane, quickstart):
+def test_quickstart_reaches_ready_with_its_children(cluster, quickstart):
     namespace = quickstart
-    for kind, obj in resources(plane, namespace):
+    for kind, obj in resources(cluster, namespace):
         name = obj["metadata"]["name"]
         assert obj["status"]["phase"] == "Ready", (kind, name, obj["status"])
         assert obj["status"]["endpoint"] == (
             f"http://{child_name(kind, obj)}.{namespace}.svc.cluster.local:8000"), (kind, name)
         assert "kaos.tools/" in " ".join(obj["metadata"].get("finalizers", [])), (kind, name)
-        service = plane.get(f"/api/v1/namespaces/{namespace}/services/{child_name(kind, obj)}")
+        service = cluster.get(f"/api/v1/namespaces/{namespace}/services/{child_name(kind, obj)}")
         assert service, f"{kind} {name} has no Service"
         assert service["metadata"]["ownerReferences"][0]["uid"] == obj["metadata"]["uid"]
 
-    kwok_nodes = plane.kwok_nodes()
-    children = deployments(plane, namespace)
+    children = deployments(cluster, namespace)
     assert sorted(children) == ["agent-coordinator", "agent-worker", "mcpserver-echo-tools",
                                 "modelapi-llm-proxy"]
-    for name, deployment in children.items():
-        selector = ",".join(f"{k}={v}" for k, v in
-                            deployment["spec"]["selector"]["matchLabels"].items())
-        pods = plane.items(f"/api/v1/namespaces/{namespace}/pods", labelSelector=selector)
-        assert len(pods) == 1, f"{name}: {[p['metadata']['name'] for p in pods]}"
-        pod = pods[0]
-        assert pod["status"].get("phase") == "Running", f"{name}: {pod['status']}"
-        assert pod["spec"].get("nodeName") in kwok_nodes, f"{name}: {pod['spec'].get('nodeName')}"
-        assert pod["status"].get("podIP"), name
-
     coordinator, worker = env_of(children["agent-coordinator"]), env_of(children["agent-worker"])
     assert coordinator["PEER_AGENTS"] == "worker"
     assert coordinator["PEER_AGENT_WORKER_CARD_URL"] == (
@@ -211,72 +211,99 @@ def test_quickstart_reaches_ready_with_pods_running_on_kwok_nodes(plane, quickst
         f"http://mcpserver-echo-tools.{namespace}.svc.cluster.local:8000")
 
 
-def replica_sets_of(plane, namespace, deployment):
+@only_on("kube-apiserver", "the testkit runs no pods (its simulator only writes Deployment "
+         "status)")
+def test_quickstart_pods_run_on_kwok_nodes(cluster, quickstart):
+    namespace = quickstart
+    kwok_nodes = cluster.kwok_nodes()
+    for name, deployment in deployments(cluster, namespace).items():
+        selector = ",".join(f"{k}={v}" for k, v in
+                            deployment["spec"]["selector"]["matchLabels"].items())
+        pods = cluster.items(f"/api/v1/namespaces/{namespace}/pods", labelSelector=selector)
+        assert len(pods) == 1, f"{name}: {[p['metadata']['name'] for p in pods]}"
+        pod = pods[0]
+        assert pod["status"].get("phase") == "Running", f"{name}: {pod['status']}"
+        assert pod["spec"].get("nodeName") in kwok_nodes, f"{name}: {pod['spec'].get('nodeName')}"
+        assert pod["status"].get("podIP"), name
+
+
+def replica_sets_of(cluster, namespace, deployment):
     return [rs["metadata"]["name"]
-            for rs in plane.items(f"/apis/apps/v1/namespaces/{namespace}/replicasets")
+            for rs in cluster.items(f"/apis/apps/v1/namespaces/{namespace}/replicasets")
             if any(o["uid"] == deployment["metadata"]["uid"]
                    for o in rs["metadata"].get("ownerReferences", []))]
 
 
-def test_spec_edit_rolls_the_deployment_once(plane, quickstart):
-    namespace = quickstart
-    before = deployments(plane, namespace)["agent-worker"]
-    sets_before = replica_sets_of(plane, namespace, before)
-
-    plane.kubectl("patch", "agent", "worker", "-n", namespace, "--type=merge", "-p",
-                  json.dumps({"spec": {"config": {"instructions": "Edited on a real plane."}}}))
+def edit_worker(cluster, namespace, instructions):
+    """Edits the worker's spec.config.instructions and waits for it to converge: the worker's
+    Deployment (before, after)."""
+    before = deployments(cluster, namespace)["agent-worker"]
+    cluster.kubectl("patch", "agent", "worker", "-n", namespace, "--type=merge", "-p",
+                    json.dumps({"spec": {"config": {"instructions": instructions}}}))
     wait_until("the edit to reach the worker's Deployment", lambda: env_of(
-        deployments(plane, namespace)["agent-worker"]).get("AGENT_INSTRUCTIONS")
-        == "Edited on a real plane.")
-    wait_converged(plane, namespace)
+        deployments(cluster, namespace)["agent-worker"]).get("AGENT_INSTRUCTIONS")
+        == instructions)
+    wait_converged(cluster, namespace)
+    return before, deployments(cluster, namespace)["agent-worker"]
 
-    after = deployments(plane, namespace)["agent-worker"]
+
+def test_spec_edit_rolls_the_deployment_once(cluster, quickstart):
+    before, after = edit_worker(cluster, quickstart, "Edited once.")
     assert after["metadata"]["generation"] == before["metadata"]["generation"] + 1, (
         "one edit, one Deployment write")
-    sets_after = replica_sets_of(plane, namespace, after)
+
+
+@only_on("kube-apiserver", "the testkit has no ReplicaSets (no Deployment controller)")
+def test_spec_edit_makes_one_new_replica_set(cluster, quickstart):
+    namespace = quickstart
+    sets_before = replica_sets_of(cluster, namespace,
+                                  deployments(cluster, namespace)["agent-worker"])
+    before, after = edit_worker(cluster, namespace, "Edited twice.")
+    assert after["metadata"]["generation"] == before["metadata"]["generation"] + 1
+    sets_after = replica_sets_of(cluster, namespace, after)
     assert len(sets_after) == len(sets_before) + 1, (sets_before, sets_after)
 
 
-def test_drift_is_restored(plane, quickstart):
+def test_drift_is_restored(cluster, quickstart):
     namespace = quickstart
     service_path = f"/api/v1/namespaces/{namespace}/services/agent-worker"
-    old_uid = plane.get(service_path)["metadata"]["uid"]
-    plane.kubectl("delete", "service", "agent-worker", "-n", namespace)
+    old_uid = cluster.get(service_path)["metadata"]["uid"]
+    cluster.kubectl("delete", "service", "agent-worker", "-n", namespace)
     service = wait_until("the deleted Service to come back", lambda: (
-        (s := plane.get(service_path)) and s["metadata"]["uid"] != old_uid and s))
+        (s := cluster.get(service_path)) and s["metadata"]["uid"] != old_uid and s))
     assert service["metadata"]["ownerReferences"][0]["name"] == "worker"
 
-    want = env_of(deployments(plane, namespace)["agent-worker"])["MODEL_NAME"]
-    plane.kubectl("set", "env", "deployment/agent-worker", "-n", namespace,
-                  "MODEL_NAME=tampered", "EXTRA=added-by-hand")
+    want = env_of(deployments(cluster, namespace)["agent-worker"])["MODEL_NAME"]
+    cluster.kubectl("set", "env", "deployment/agent-worker", "-n", namespace,
+                    "MODEL_NAME=tampered", "EXTRA=added-by-hand")
     env = wait_until("the Deployment's MODEL_NAME to be restored", lambda: (
-        (env := env_of(deployments(plane, namespace)["agent-worker"])).get("MODEL_NAME") == want
+        (env := env_of(deployments(cluster, namespace)["agent-worker"])).get("MODEL_NAME") == want
         and env))
     # A variable only another field manager set is not drift (docs/reconcile.md): it stays.
     assert env.get("EXTRA") == "added-by-hand", env
-    wait_converged(plane, namespace)
+    wait_converged(cluster, namespace)
 
 
-def ready_agents(plane):
+def ready_agents(cluster):
     return {(a["metadata"]["namespace"], a["metadata"]["name"]): a.get("status", {})
-            for a in plane.items(f"{KAOS}/agents") if a.get("status", {}).get("ready")}
+            for a in cluster.items(f"{KAOS}/agents") if a.get("status", {}).get("ready")}
 
 
-def test_leader_failover_keeps_agents_ready_and_reconciles_new_ones(plane, controllers,
+def test_leader_failover_keeps_agents_ready_and_reconciles_new_ones(cluster, controllers,
                                                                     quickstart):
     namespace = quickstart
     binary = "agent-controller"
     leader = wait_until("an agent-controller leader", lambda: controllers.leader(binary))
     holder = controllers.holder(binary)
-    was_ready = set(ready_agents(plane))
+    was_ready = set(ready_agents(cluster))
     assert was_ready, "nothing Ready to watch during the failover"
 
     leader.kill()
     killed = time.monotonic()
-    apply(plane, namespace, agent("after-failover"))
+    apply(cluster, namespace, agent("after-failover"))
 
     def taken_over():
-        now = plane.items(f"{KAOS}/agents")
+        now = cluster.items(f"{KAOS}/agents")
         left = [f"{a['metadata']['namespace']}/{a['metadata']['name']}: {a.get('status')}"
                 for a in now if (a["metadata"]["namespace"], a["metadata"]["name"]) in was_ready
                 and not a.get("status", {}).get("ready")]
@@ -295,7 +322,7 @@ def test_leader_failover_keeps_agents_ready_and_reconciles_new_ones(plane, contr
     leader.start()
     wait_until(f"{leader.name} to be ready again", lambda: leader.probe("/readyz") == 200)
     assert controllers.leader(binary) is new_leader
-    wait_converged(plane, namespace)
+    wait_converged(cluster, namespace)
 
 
 def wait_settled(controllers, what):
@@ -310,15 +337,15 @@ def wait_settled(controllers, what):
     wait_until(what, unchanged, timeout=60, interval=2)
 
 
-def test_peer_pair_and_mesh_converge_then_go_quiet(plane, controllers, namespaces):
+def test_peer_pair_and_mesh_converge_then_go_quiet(cluster, controllers, namespaces):
     namespace = namespaces.create("peers")
     mesh = [f"mesh-{i}" for i in range(1, 6)]
     manifests = model_api() + agent("pair-a", ["pair-b"]) + agent("pair-b", ["pair-a"])
     manifests += "".join(agent(me, [p for p in mesh if p != me]) for me in mesh)
-    apply(plane, namespace, manifests)
-    wait_converged(plane, namespace)
+    apply(cluster, namespace, manifests)
+    wait_converged(cluster, namespace)
 
-    children = deployments(plane, namespace)
+    children = deployments(cluster, namespace)
     peers_of = {"pair-a": ["pair-b"], "pair-b": ["pair-a"]}
     peers_of.update({me: [p for p in mesh if p != me] for me in mesh})
     for me, peers in peers_of.items():
@@ -337,7 +364,7 @@ def test_peer_pair_and_mesh_converge_then_go_quiet(plane, controllers, namespace
     moved = {name: after.get(name, 0) - count for name, count in before.items()
              if after.get(name, 0) != count}
     assert not moved, f"reconciles in a {IDLE_WINDOW} s idle window: {moved}"
-    assert not not_converged(plane, namespace)
+    assert not not_converged(cluster, namespace)
 
 
 def rbac_denials(controllers):
@@ -359,23 +386,23 @@ def test_no_request_was_forbidden(controllers):
     assert not rbac_denials(controllers)
 
 
-def test_namespace_deletion_completes(plane, controllers, namespaces):
+def test_namespace_deletion_completes(cluster, controllers, namespaces):
     namespace = namespaces.create("doomed")
-    apply(plane, namespace, (REPO / "examples" / "quickstart.yaml").read_text())
-    apply(plane, namespace, agent("extra", ["worker"]))
-    wait_converged(plane, namespace)
-    held = [(kind, o["metadata"]["name"]) for kind, o in resources(plane, namespace)
+    apply(cluster, namespace, (REPO / "examples" / "quickstart.yaml").read_text())
+    apply(cluster, namespace, agent("extra", ["worker"]))
+    wait_converged(cluster, namespace)
+    held = [(kind, o["metadata"]["name"]) for kind, o in resources(cluster, namespace)
             if not o["metadata"].get("finalizers")]
     assert not held, f"resources without the controllers' finalizer: {held}"
 
-    delete_namespace(plane, namespace)
+    delete_namespace(cluster, namespace)
 
     def gone():
-        ns = plane.get(f"/api/v1/namespaces/{namespace}")
+        ns = cluster.get(f"/api/v1/namespaces/{namespace}")
         if ns is None:
             return True
         left = [(kind, o["metadata"]["name"], o["metadata"].get("finalizers"))
-                for kind, o in resources(plane, namespace)]
+                for kind, o in resources(cluster, namespace)]
         return False, {"conditions": ns.get("status", {}).get("conditions"), "left": left}
 
     wait_until(f"namespace {namespace} to disappear", gone, timeout=WAIT)
@@ -422,26 +449,56 @@ def reconcile_errors(controllers):
     return errors
 
 
-def test_a_terminating_namespace_is_not_a_reconcile_error(plane, controllers, namespaces):
+@only_on("kube-apiserver", "the testkit has no ValidatingAdmissionPolicy to hold the resources, "
+         "and deletes a namespace's contents at once, so an owner never outlives its children "
+         "(docs/testkit.md)")
+def test_a_terminating_namespace_is_not_a_reconcile_error(cluster, controllers, namespaces):
     namespace = namespaces.create("held")
-    plane.kubectl("label", "namespace", namespace, "kaos-test/hold=true")
-    apply(plane, namespace, (REPO / "examples" / "quickstart.yaml").read_text())
-    wait_converged(plane, namespace)
-    plane.kubectl("apply", "-f", "-", stdin=HOLD)
+    cluster.kubectl("label", "namespace", namespace, "kaos-test/hold=true")
+    apply(cluster, namespace, (REPO / "examples" / "quickstart.yaml").read_text())
+    wait_converged(cluster, namespace)
+    cluster.kubectl("apply", "-f", "-", stdin=HOLD)
     try:
-        wait_until("the hold on deleting kaos resources to take effect", lambda: plane.kubectl(
+        wait_until("the hold on deleting kaos resources to take effect", lambda: cluster.kubectl(
             "delete", "modelapi", "llm-proxy", "-n", namespace, "--dry-run=server",
             check=False).returncode != 0)
         before = reconcile_errors(controllers)
-        delete_namespace(plane, namespace)
+        delete_namespace(cluster, namespace)
         wait_until("the namespace controller to delete the children", lambda: (
-            not (left := deployments(plane, namespace)), sorted(left)))
+            not (left := deployments(cluster, namespace)), sorted(left)))
         wait_settled(controllers, "the controllers to react and settle")
-        kept = [(kind, o["metadata"]["name"]) for kind, o in resources(plane, namespace)
+        kept = [(kind, o["metadata"]["name"]) for kind, o in resources(cluster, namespace)
                 if not o["metadata"].get("deletionTimestamp")]
         assert len(kept) == 4, f"the hold keeps the quickstart's four resources: {kept}"
         after = reconcile_errors(controllers)
         assert after == before, (
             f"reconcile errors because the namespace is terminating: {before} -> {after}")
     finally:
-        plane.kubectl("delete", "-f", "-", "--ignore-not-found", stdin=HOLD)
+        cluster.kubectl("delete", "-f", "-", "--ignore-not-found", stdin=HOLD)
+
+
+# For every client but the admin (the test): 500s, 429s, 409s on writes, 410s on watch starts,
+# and every watch cut after 3 s.
+FAULTS = {"seed": 17, "errorRate": 0.05, "throttleRate": 0.05, "conflictRate": 0.1,
+          "goneRate": 0.2, "watchCutAfterMs": 3000, "spareAdmin": True}
+
+
+@only_on("testkit", "kube-apiserver has no fault injection")
+def test_converges_through_injected_faults(cluster, controllers, namespaces):
+    namespace = namespaces.create("faulty")
+    cluster.set_faults(FAULTS)
+    try:
+        apply(cluster, namespace, (REPO / "examples" / "quickstart.yaml").read_text())
+        wait_converged(cluster, namespace)
+        edit_worker(cluster, namespace, "Edited through faults.")
+    finally:
+        cluster.set_faults({})
+    faulted = [r for r in cluster.audit() if r["user"].startswith("system:serviceaccount:")
+               and r["namespace"] == namespace and r["code"] in (409, 429, 500)]
+    assert faulted, "no fault reached the controllers"
+    # Failed Lease renewals may have cost a replica its Lease, and so its life (by design):
+    # restart it as the kubelet would, and every controller is back, ready and leading.
+    restarted = controllers.restart_exited()
+    print(f"converged through {len(faulted)} injected faults; restarted: {restarted}")
+    wait_ready_and_one_leading(controllers)
+    assert not not_converged(cluster, namespace)
