@@ -11,13 +11,26 @@ SUBCHARTS = ["kaos-crds", "agent-controller", "modelapi-controller", "mcpserver-
 RELEASE, NAMESPACE = "kaos", "kaos-system"
 
 
-def render(values=None, chart=UMBRELLA):
-    """Every object the chart renders with `values`, in template order."""
+def render_templates(values=None, chart=UMBRELLA, release=RELEASE, namespace=NAMESPACE):
+    """{template path: rendered text}, NOTES.txt included."""
     # render() mutates the loaded chart (disabled subcharts are dropped): load it every time.
     loaded = helm_python.Chart.load(str(chart))
-    templates = loaded.render(values or {}, name=RELEASE, namespace=NAMESPACE, is_install=True)
+    return loaded.render(values or {}, name=release, namespace=namespace, is_install=True)
+
+
+def notes(values=None, **kwargs):
+    """What `helm install` prints after installing (templates/NOTES.txt)."""
+    (text,) = [t for p, t in render_templates(values, **kwargs).items() if p.endswith("/NOTES.txt")]
+    return text
+
+
+def render(values=None, chart=UMBRELLA, release=RELEASE, namespace=NAMESPACE):
+    """Every object the chart renders with `values`, in template order."""
+    templates = render_templates(values, chart, release, namespace)
     objects = []
     for path in sorted(templates):
+        if path.endswith("/NOTES.txt"):
+            continue
         for document in yaml.safe_load_all(templates[path]):
             if document:
                 objects.append(document)

@@ -1,6 +1,7 @@
 """The Helm charts, rendered and linted with the real Helm v4 SDK, and every rendered built-in
 object validated strictly against the Kubernetes 1.33 and 1.37 schemas."""
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from chart import NAMESPACE, REPO, SUBCHARTS, UMBRELLA, default_manifest, render
+from chart import NAMESPACE, REPO, SUBCHARTS, UMBRELLA, default_manifest, notes, render
 
 KUBERNETES_VERSIONS = ["1.33.0", "1.37.0"]
 # Custom resources the validator has no schema for.
@@ -56,7 +57,8 @@ def test_default_rendering():
         spec = deployment["spec"]
         assert spec["replicas"] == 2
         pod = spec["template"]["spec"]
-        assert pod["securityContext"] == {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532, "seccompProfile": {"type": "RuntimeDefault"}}
+        # No runAsUser: the images' user (65532) applies, and OpenShift's restricted SCC may assign one.
+        assert pod["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
         container = pod["containers"][0]
         assert container["securityContext"] == {
             "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]},
@@ -160,8 +162,307 @@ def test_the_registry_has_the_default_runtimes_and_extras():
     assert runtimes["slack"]["requiredEnv"] == ["SLACK_BOT_TOKEN", "SLACK_TEAM_ID"]
 
 
+PLACEMENT = {
+    "global": {
+        "nodeSelector": {"pool": "system", "zone": "global"},
+        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "system", "effect": "NoSchedule"}],
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64", "arm64"]}]}]}}},
+        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                                       "whenUnsatisfiable": "ScheduleAnyway",
+                                       "labelSelector": {"matchLabels": {"app.kubernetes.io/part-of": "kaos"}}}],
+        "priorityClassName": "system-cluster-critical",
+        "podAnnotations": {"team": "platform", "scope": "global"},
+        "podLabels": {"cost-center": "42", "scope": "global"},
+        "serviceAccount": {"annotations": {"iam": "global-role", "scope": "global"}},
+        "imagePullSecrets": [{"name": "global-pull"}],
+        "extraArgs": ["--global-flag=1"],
+        "extraEnv": [{"name": "RUST_BACKTRACE", "value": "1"}],
+        "runAsUser": 1001, "runAsGroup": 1002,
+    },
+    "agent-controller": {
+        "nodeSelector": {"zone": "agent"},
+        "tolerations": [{"key": "agents", "operator": "Exists"}],
+        "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "podAffinityTerm": {
+            "topologyKey": "kubernetes.io/hostname",
+            "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "agent-controller"}}}}]}},
+        "topologySpreadConstraints": [{"maxSkew": 2, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+                                       "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "agent-controller"}}}],
+        "priorityClassName": "agents-critical",
+        "podAnnotations": {"scope": "agent"},
+        "podLabels": {"scope": "agent", "app.kubernetes.io/name": "not-the-selector"},
+        "serviceAccount": {"annotations": {"scope": "agent"}},
+        "imagePullSecrets": [{"name": "agent-pull"}],
+        "extraArgs": ["--agent-flag=2"],
+        "extraEnv": [{"name": "GATEWAY_DEFAULT_AGENT_TIMEOUT", "value": "5s"}],
+        "controller": {"image": {"digest": "sha256:" + "a" * 64, "tag": "ignored"}},
+    },
+}
+
+
+def deployments(objects):
+    return {d["metadata"]["name"]: d for d in by_kind(objects, "Deployment")}
+
+
+def container_env(deployment):
+    env = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+    return [(e["name"], e.get("value")) for e in env]
+
+
+def test_placement_and_pod_metadata_have_global_defaults_and_per_controller_overrides():
+    objects = render(PLACEMENT)
+    pods = {name: d["spec"]["template"] for name, d in deployments(objects).items()}
+    agent, modelapi = pods["kaos-agent-controller"], pods["kaos-modelapi-controller"]
+    glob, own = PLACEMENT["global"], PLACEMENT["agent-controller"]
+
+    # Maps: merged, the controller's keys win.
+    assert modelapi["spec"]["nodeSelector"] == glob["nodeSelector"]
+    assert agent["spec"]["nodeSelector"] == {"pool": "system", "zone": "agent"}
+    assert modelapi["metadata"]["annotations"] == glob["podAnnotations"]
+    assert agent["metadata"]["annotations"] == {"team": "platform", "scope": "agent"}
+    assert modelapi["metadata"]["labels"]["cost-center"] == "42" and modelapi["metadata"]["labels"]["scope"] == "global"
+    assert agent["metadata"]["labels"]["scope"] == "agent"
+    assert agent["metadata"]["labels"]["app.kubernetes.io/name"] == "agent-controller", "the selector's labels win"
+    # Lists and affinity: the controller's when set, else global's.
+    for key in ["tolerations", "affinity", "topologySpreadConstraints", "priorityClassName"]:
+        assert modelapi["spec"][key] == glob[key], key
+        assert agent["spec"][key] == own[key], key
+    # Concatenated: global's, then the controller's.
+    assert modelapi["spec"]["imagePullSecrets"] == [{"name": "global-pull"}]
+    assert agent["spec"]["imagePullSecrets"] == [{"name": "global-pull"}, {"name": "agent-pull"}]
+    assert modelapi["spec"]["containers"][0]["args"][-1] == "--global-flag=1"
+    assert agent["spec"]["containers"][0]["args"][-2:] == ["--global-flag=1", "--agent-flag=2"]
+    agent_env = container_env(deployments(objects)["kaos-agent-controller"])
+    assert agent_env[-2:] == [("RUST_BACKTRACE", "1"), ("GATEWAY_DEFAULT_AGENT_TIMEOUT", "5s")], "last, so they override"
+    assert container_env(deployments(objects)["kaos-modelapi-controller"])[-1] == ("RUST_BACKTRACE", "1")
+    # ServiceAccount annotations.
+    accounts = {a["metadata"]["name"]: a["metadata"].get("annotations") for a in by_kind(objects, "ServiceAccount")}
+    assert accounts["kaos-modelapi-controller"] == glob["serviceAccount"]["annotations"]
+    assert accounts["kaos-agent-controller"] == {"iam": "global-role", "scope": "agent"}
+    # The user and group, and the rest of the restricted profile.
+    for pod in pods.values():
+        assert pod["spec"]["securityContext"] == {"runAsNonRoot": True, "runAsUser": 1001, "runAsGroup": 1002,
+                                                  "seccompProfile": {"type": "RuntimeDefault"}}
+    # The digest wins over the tag.
+    assert agent["spec"]["containers"][0]["image"] == "ghcr.io/kaos-rs/agent-controller@sha256:" + "a" * 64
+    assert modelapi["spec"]["containers"][0]["image"] == "ghcr.io/kaos-rs/modelapi-controller:0.1.0"
+
+
+def test_unset_pod_settings_render_nothing():
+    objects = render()
+    pod = by_kind(objects, "Deployment")[0]["spec"]["template"]
+    for key in ["nodeSelector", "tolerations", "affinity", "topologySpreadConstraints", "priorityClassName", "imagePullSecrets"]:
+        assert key not in pod["spec"], key
+    assert "annotations" not in pod["metadata"]
+    assert all("annotations" not in a["metadata"] for a in by_kind(objects, "ServiceAccount"))
+
+
+def test_images_from_registry_tag_and_digest():
+    cases = [
+        ({}, "ghcr.io/kaos-rs/agent-controller:0.1.0"),
+        ({"global": {"imageTag": "1.2.3"}}, "ghcr.io/kaos-rs/agent-controller:1.2.3"),
+        ({"global": {"imageTag": "1.2.3", "imageRegistry": ""}}, "agent-controller:1.2.3"),
+        ({"agent-controller": {"controller": {"image": {"tag": "9"}}}}, "ghcr.io/kaos-rs/agent-controller:9"),
+        ({"global": {"imageRegistry": "r.example"}, "agent-controller": {"controller": {"image": {"digest": "sha256:" + "b" * 64}}}},
+         "r.example/agent-controller@sha256:" + "b" * 64),
+    ]
+    for values, image in cases:
+        deployment = deployments(render(values))["kaos-agent-controller"]
+        assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == image, values
+
+
+def test_controller_log_level_and_concurrency():
+    env = {name: dict(container_env(d)) for name, d in deployments(render()).items()}
+    for settings in env.values():
+        assert settings["MAX_CONCURRENT_RECONCILES"] == "4"
+        assert "CONTROLLER_LOG_LEVEL" not in settings, "unset: the binary's default (info)"
+    values = {"global": {"controllerLogLevel": "kaos=debug,kube=info", "maxConcurrentReconciles": 8},
+              "mcpserver-controller": {"controllerLogLevel": "trace", "maxConcurrentReconciles": 2}}
+    env = {name: dict(container_env(d)) for name, d in deployments(render(values)).items()}
+    for name in ["kaos-agent-controller", "kaos-modelapi-controller"]:
+        assert (env[name]["CONTROLLER_LOG_LEVEL"], env[name]["MAX_CONCURRENT_RECONCILES"]) == ("kaos=debug,kube=info", "8")
+    assert (env["kaos-mcpserver-controller"]["CONTROLLER_LOG_LEVEL"], env["kaos-mcpserver-controller"]["MAX_CONCURRENT_RECONCILES"]) == ("trace", "2")
+
+
+def test_monitoring_objects_take_extra_labels_and_annotations():
+    objects = render({
+        "global": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}, "annotations": {"a": "global"}}},
+        "agent-controller": {"serviceMonitor": {"labels": {"release": "other", "team": "agents"}, "annotations": {"a": "agent"}}},
+        "prometheusRule": {"enabled": True, "labels": {"release": "prom"}, "annotations": {"note": "x"}},
+        "dashboards": {"enabled": True, "labels": {"grafana": "main"}, "annotations": {"folder": "KAOS"}},
+    })
+    monitors = {m["metadata"]["name"]: m["metadata"] for m in by_kind(objects, "ServiceMonitor")}
+    assert monitors["kaos-modelapi-controller"]["labels"]["release"] == "prom"
+    assert monitors["kaos-modelapi-controller"]["annotations"] == {"a": "global"}
+    assert monitors["kaos-agent-controller"]["labels"]["release"] == "other"
+    assert monitors["kaos-agent-controller"]["labels"]["team"] == "agents"
+    assert monitors["kaos-agent-controller"]["annotations"] == {"a": "agent"}
+    assert monitors["kaos-agent-controller"]["labels"]["app.kubernetes.io/name"] == "agent-controller"
+    (rule,) = by_kind(objects, "PrometheusRule")
+    assert rule["metadata"]["labels"] == {"release": "prom", "app.kubernetes.io/part-of": "kaos", "app.kubernetes.io/instance": "kaos"}
+    assert rule["metadata"]["annotations"] == {"note": "x"}
+    for dashboard in [c for c in by_kind(objects, "ConfigMap") if "grafana_dashboard" in c["metadata"]["labels"]]:
+        assert dashboard["metadata"]["labels"]["grafana"] == "main"
+        assert dashboard["metadata"]["annotations"] == {"folder": "KAOS"}
+
+
+CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding"}
+EVERYTHING = {"dashboards": {"enabled": True, "namespace": "monitoring"}, "prometheusRule": {"enabled": True},
+              "global": {"serviceMonitor": {"enabled": True}}}
+
+
+def object_names(objects):
+    return {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"])
+            for o in objects if o["kind"] != "CustomResourceDefinition"}
+
+
+def test_names_derive_from_the_release():
+    objects = render(EVERYTHING, release="prod", namespace="team-prod")
+    for kind, _, name in object_names(objects):
+        assert name.startswith("prod-kaos-") or name == "prod-kaos" or name == "kaos-mcp-runtimes", (kind, name)
+    assert names(objects, "Deployment") == ["prod-kaos-agent-controller", "prod-kaos-mcpserver-controller", "prod-kaos-modelapi-controller"]
+    assert names(objects, "PrometheusRule") == ["prod-kaos"]
+    for deployment in by_kind(objects, "Deployment"):
+        name = deployment["metadata"]["name"]
+        assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == name
+        env = dict(container_env(deployment))
+        assert env["LEADER_ELECTION_ID"] == name, "the Lease follows the name"
+    for role in [r for r in by_kind(objects, "Role") if r["metadata"]["name"].endswith("-leader-election")]:
+        assert role["rules"][0]["resourceNames"] == [role["metadata"]["name"].removesuffix("-leader-election")]
+    (rule,) = by_kind(objects, "PrometheusRule")
+    exprs = " ".join(r["expr"] for g in rule["spec"]["groups"] for r in g["rules"])
+    assert 'name=~"prod-kaos-.*-controller"' in exprs, "the no-leader alert watches this release's Leases"
+    # A release whose name contains kaos is the prefix itself.
+    assert "kaos-staging-agent-controller" in names(render(release="kaos-staging"), "Deployment")
+
+
+def test_default_names_are_unchanged():
+    # The binaries' default Lease names and the tests that run them rely on these.
+    objects = render(EVERYTHING)
+    assert names(objects, "PrometheusRule") == ["kaos"]
+    assert sorted(c["metadata"]["name"] for c in by_kind(objects, "ConfigMap")) == [
+        "kaos-dashboard-controllers", "kaos-dashboard-resources", "kaos-mcp-runtimes"]
+    for deployment in by_kind(objects, "Deployment"):
+        assert dict(container_env(deployment))["LEADER_ELECTION_ID"] == deployment["metadata"]["name"]
+
+
+def test_two_releases_in_different_namespaces_do_not_collide():
+    first = object_names(render(EVERYTHING, release="kaos", namespace="kaos-a"))
+    second = object_names(render(EVERYTHING, release="kaos-b", namespace="kaos-b"))
+    assert not first & second
+    # Cluster-scoped objects have no namespace, and the dashboards share one (dashboards.namespace).
+    shared = [(k, n) for k, _, n in second if k in CLUSTER_SCOPED or "dashboard" in n]
+    assert len(shared) == 8 and not {(k, n) for k, _, n in first} & set(shared)
+
+
+def test_name_overrides():
+    objects = render({**EVERYTHING, "global": {**EVERYTHING["global"], "fullnameOverride": "ops"},
+                      "agent-controller": {"fullnameOverride": "agents", "controller": {"lease": "agents-lease"}}})
+    assert names(objects, "Deployment") == ["agents", "ops-mcpserver-controller", "ops-modelapi-controller"]
+    assert names(objects, "ClusterRole") == ["agents", "ops-mcpserver-controller", "ops-modelapi-controller"]
+    assert "agents-metrics" in names(objects, "Service")
+    assert names(objects, "PrometheusRule") == ["ops"]
+    assert dict(container_env(deployments(objects)["agents"]))["LEADER_ELECTION_ID"] == "agents-lease"
+    (lease_role,) = [r for r in by_kind(objects, "Role") if r["metadata"]["name"] == "agents-leader-election"]
+    assert lease_role["rules"][0]["resourceNames"] == ["agents-lease"]
+    renamed = render({"global": {"nameOverride": "agents"}}, release="prod")
+    assert "prod-agents-agent-controller" in names(renamed, "Deployment")
+    # Long names are cut so `-metrics` still fits a Service name (63).
+    long = render({"global": {"fullnameOverride": "x" * 50}})
+    assert all(len(n) <= 63 for n in names(long, "Service"))
+
+
+BAD_VALUES = [
+    # (values, the key the message must name)
+    ({"global": {"imageTagg": "1.0"}}, "imageTagg"),
+    ({"global": {"serviceMonitor": {"lables": {"release": "prom"}}}}, "lables"),
+    ({"agent-controller": {"nodeSelectr": {"a": "b"}}}, "nodeSelectr"),
+    ({"mcpserver-controller": {"controller": {"image": {"digets": "sha256:x"}}}}, "digets"),
+    ({"prometheusRule": {"enabeld": True}}, "enabeld"),
+    ({"dashbords": {"enabled": True}}, "dashbords"),
+    ({"global": {"maxConcurrentReconciles": "many"}}, "/global/maxConcurrentReconciles"),
+    ({"global": {"telemetry": {"enabled": "yes"}}}, "/global/telemetry/enabled"),
+    ({"agent-controller": {"replicas": "two"}}, "/replicas"),
+    ({"global": {"runAsUser": "root"}}, "/global/runAsUser"),
+    ({"global": {"reconcileDebounce": "soon"}}, "/global/reconcileDebounce"),
+    ({"modelapi-controller": {"tolerations": {"key": "x"}}}, "/tolerations"),
+]
+
+
+@pytest.mark.parametrize("values,key", BAD_VALUES, ids=[k for _, k in BAD_VALUES])
+def test_the_schema_rejects_unknown_keys_and_wrong_types(values, key):
+    with pytest.raises(helm_python.HelmValuesError) as error:
+        render(values)
+    assert key in str(error.value)
+    result = helm_python.lint(str(UMBRELLA), values, strict=True, kube_version="v1.33.0")
+    assert any(key in e for e in result.get("errors") or []), result
+
+
+def test_every_value_set_in_the_tests_passes_the_schema_and_lint():
+    for values in [PLACEMENT, EVERYTHING, {"global": {"runAsUser": None, "runAsGroup": None}}]:
+        result = helm_python.lint(str(UMBRELLA), values, strict=True, kube_version="v1.33.0")
+        assert not result.get("errors"), result
+
+
+def blocks(path):
+    """The `global` block of a values file: everything before its first blank line."""
+    text = path.read_text()
+    return text[: text.index("\n\n")]
+
+
+def test_every_chart_shares_the_same_global_values_and_schema():
+    umbrella_values = blocks(UMBRELLA / "values.yaml")
+    umbrella_schema = json.loads((UMBRELLA / "values.schema.json").read_text())
+    for name in SUBCHARTS:
+        schema = json.loads((UMBRELLA / "charts" / name / "values.schema.json").read_text())
+        assert schema["$defs"]["global"] == umbrella_schema["$defs"]["global"], name
+        if name != "kaos-crds":
+            assert blocks(UMBRELLA / "charts" / name / "values.yaml") == umbrella_values, name
+    controllers = [json.loads((UMBRELLA / "charts" / n / "values.schema.json").read_text())["properties"] for n in CONTROLLERS]
+    assert controllers[0] == controllers[1]
+    assert {k: v for k, v in controllers[2].items() if k != "extraRuntimes"} == controllers[0]
+
+
+def test_notes_say_what_was_installed_and_how_to_check_it():
+    text = notes()
+    assert "release kaos in namespace kaos-system" in text
+    for name in ["kaos-agent-controller", "kaos-modelapi-controller", "kaos-mcpserver-controller"]:
+        assert f"logs deployment/{name}" in text
+    assert "docs/install.md" in text and "charts/kaos/README.md" in text
+    text = notes({"agent-controller": {"enabled": False}, "prometheusRule": {"enabled": True, "labels": {"release": "prom"}}},
+                 release="prod")
+    assert "prod-kaos-agent-controller" not in text and "logs deployment/prod-kaos-modelapi-controller" in text
+    assert 'PrometheusRule: prod-kaos (labels {"release":"prom"})' in text
+
+
+def chart_readme():
+    spec = importlib.util.spec_from_file_location("chart_readme", REPO / "scripts" / "chart-readme.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_chart_readme_is_generated_from_the_values():
+    module = chart_readme()
+    current = module.README.read_text()
+    assert current == module.generated(current), "run scripts/chart-readme.py and commit charts/kaos/README.md"
+    assert module.undocumented() == [], "every value needs a comment above it in its values.yaml"
+    for key in ["global.serviceMonitor.labels", "agent-controller.nodeSelector", "global.runAsUser",
+                "global.fullnameOverride", "mcpserver-controller.extraRuntimes", "prometheusRule.labels"]:
+        assert f"| `{key}` |" in current, key
+
+
+def test_install_docs_mention_every_global_value():
+    docs = (REPO / "docs" / "install.md").read_text()
+    values = yaml.safe_load((UMBRELLA / "values.yaml").read_text())["global"]
+    missing = [key for key in values if f"global.{key}" not in docs and f".{key}`" not in docs]
+    assert not missing, f"docs/install.md does not mention {missing}"
+
+
 VARIATIONS = {
     "default": {},
+    "placement": PLACEMENT,
+    "renamed": {**EVERYTHING, "global": {**EVERYTHING["global"], "fullnameOverride": "ops"}},
     "namespaced": {"global": {"watchNamespaces": ["team-a"]}},
     "gateway": {"global": {"gateway": {"enabled": True}}},
     "dashboards": {"dashboards": {"enabled": True}, "prometheusRule": {"enabled": True}},

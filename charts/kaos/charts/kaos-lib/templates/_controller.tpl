@@ -1,14 +1,46 @@
 {{/*
-Everything one controller needs, from its chart's values:
-  .Values.controller: name (e.g. agent-controller), lease (Lease name), image.repository
+Everything one controller needs, from its chart's values (documented in its values.yaml):
+  .Values.controller: name (e.g. agent-controller), lease (Lease name), image
   .Values.rbac.rules: the rules this controller uses (cluster-wide or per watched namespace)
   .Values.rbac.systemRules: rules in the release namespace only (e.g. the MCP runtime registry)
+  .Values.<pod setting> (nodeSelector, tolerations, ...): this controller's, over .Values.global's
 and .Values.global for the settings every controller shares. Called with
 (dict "root" $ "env" <list of {name, value}>): the environment only this controller reads.
 */}}
 
+{{/*
+The prefix of every object name of a release: global.fullnameOverride, else the release name
+when it contains the chart name (`kaos`, or global.nameOverride), else `<release>-<name>`.
+Release `kaos` gives `kaos` (so kaos-agent-controller), release `prod` gives `prod-kaos`.
+Also used by the umbrella chart (PrometheusRule, dashboards), with the same globals.
+*/}}
+{{- define "kaos-lib.prefix" -}}
+{{- $global := .Values.global | default dict -}}
+{{- if $global.fullnameOverride -}}
+{{- $global.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := $global.nameOverride | default "kaos" -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The controller's objects: its fullnameOverride, else `<prefix>-<controller.name>` (at most
+55 characters, so `-metrics` still fits a Service name). */}}
 {{- define "kaos-lib.fullname" -}}
-{{- printf "kaos-%s" .Values.controller.name | trunc 63 | trimSuffix "-" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 55 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" (include "kaos-lib.prefix" .) .Values.controller.name | trunc 55 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Lease of the leader election: controller.lease, else the full name. */}}
+{{- define "kaos-lib.lease" -}}
+{{- .Values.controller.lease | default (include "kaos-lib.fullname" .) -}}
 {{- end -}}
 
 {{- define "kaos-lib.labels" -}}
@@ -25,20 +57,46 @@ app.kubernetes.io/name: {{ .Values.controller.name }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
+{{/* `[registry/]repository@digest` when controller.image.digest is set, else
+`[registry/]repository:tag` (controller.image.tag, else global.imageTag, else appVersion). */}}
 {{- define "kaos-lib.image" -}}
-{{- $registry := .Values.global.imageRegistry | default "" -}}
-{{- $tag := .Values.controller.image.tag | default .Values.global.imageTag | default .Chart.AppVersion -}}
-{{- if $registry -}}
-{{ printf "%s/%s:%s" $registry .Values.controller.image.repository $tag }}
-{{- else -}}
-{{ printf "%s:%s" .Values.controller.image.repository $tag }}
+{{- $image := .Values.controller.image -}}
+{{- $repository := $image.repository -}}
+{{- with .Values.global.imageRegistry -}}
+{{- $repository = printf "%s/%s" . $repository -}}
 {{- end -}}
+{{- if $image.digest -}}
+{{- printf "%s@%s" $repository $image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repository ($image.tag | default .Values.global.imageTag | default .Chart.AppVersion) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A map setting: the controller's keys over global's (dict "root" $ "key" "podLabels"). */}}
+{{- define "kaos-lib.mergedMap" -}}
+{{- $own := index .root.Values .key | default dict -}}
+{{- $global := index .root.Values.global .key | default dict -}}
+{{- merge (dict) $own $global | toYaml -}}
+{{- end -}}
+
+{{/* The labels and annotations of a monitoring object (ServiceMonitor, PrometheusRule), with the
+extra ones of the values: (dict "labels" <the chart's labels, which win> "extraLabels" <map>
+"annotations" <map>). */}}
+{{- define "kaos-lib.monitoringMetadata" -}}
+labels:
+  {{- merge .labels (.extraLabels | default dict) | toYaml | nindent 2 }}
+{{- with .annotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end -}}
 
 {{- define "kaos-lib.controller" -}}
 {{- $root := .root -}}
+{{- $global := $root.Values.global -}}
 {{- $fullname := include "kaos-lib.fullname" $root -}}
-{{- $watch := $root.Values.global.watchNamespaces | default list -}}
+{{- $watch := $global.watchNamespaces | default list -}}
+{{- $serviceAccountAnnotations := merge (dict) ($root.Values.serviceAccount.annotations | default dict) ($global.serviceAccount.annotations | default dict) -}}
 apiVersion: v1
 kind: ServiceAccount
 metadata:
@@ -46,6 +104,10 @@ metadata:
   namespace: {{ $root.Release.Namespace }}
   labels:
     {{- include "kaos-lib.labels" $root | nindent 4 }}
+  {{- with $serviceAccountAnnotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
 automountServiceAccountToken: true
 ---
 {{- if $watch }}
@@ -114,7 +176,7 @@ metadata:
 rules:
   - apiGroups: ["coordination.k8s.io"]
     resources: ["leases"]
-    resourceNames: [{{ $root.Values.controller.lease | quote }}]
+    resourceNames: [{{ include "kaos-lib.lease" $root | quote }}]
     verbs: ["get", "update"]
   # Creating the Lease cannot be limited by name (the name is not known to RBAC before it exists).
   - apiGroups: ["coordination.k8s.io"]
@@ -155,17 +217,41 @@ spec:
   template:
     metadata:
       labels:
-        {{- include "kaos-lib.labels" $root | nindent 8 }}
+        {{- /* The chart's own labels win: the selector must keep matching. */}}
+        {{- merge (include "kaos-lib.labels" $root | fromYaml) (include "kaos-lib.mergedMap" (dict "root" $root "key" "podLabels") | fromYaml) | toYaml | nindent 8 }}
+      {{- with include "kaos-lib.mergedMap" (dict "root" $root "key" "podAnnotations") | fromYaml }}
+      annotations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
     spec:
       serviceAccountName: {{ $fullname }}
-      {{- with $root.Values.global.imagePullSecrets }}
+      {{- with concat ($global.imagePullSecrets | default list) ($root.Values.imagePullSecrets | default list) }}
       imagePullSecrets:
         {{- toYaml . | nindent 8 }}
       {{- end }}
+      {{- with $root.Values.priorityClassName | default $global.priorityClassName }}
+      priorityClassName: {{ . }}
+      {{- end }}
+      {{- with include "kaos-lib.mergedMap" (dict "root" $root "key" "nodeSelector") | fromYaml }}
+      nodeSelector:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- /* Lists and affinity: the controller's when set, else global's. */}}
+      {{- range $key := list "affinity" "tolerations" "topologySpreadConstraints" }}
+      {{- with index $root.Values $key | default (index $global $key) }}
+      {{ $key }}:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- end }}
       securityContext:
         runAsNonRoot: true
-        runAsUser: 65532
-        runAsGroup: 65532
+        {{- /* Unset (null) lets the platform assign them, as OpenShift's restricted SCC does. */}}
+        {{- with $global.runAsUser }}
+        runAsUser: {{ int . }}
+        {{- end }}
+        {{- with $global.runAsGroup }}
+        runAsGroup: {{ int . }}
+        {{- end }}
         seccompProfile:
           type: RuntimeDefault
       containers:
@@ -176,6 +262,9 @@ spec:
             - --metrics-bind-address=:8080
             - --health-probe-bind-address=:8081
             - --leader-elect={{ $root.Values.leaderElection.enabled }}
+            {{- with concat ($global.extraArgs | default list) ($root.Values.extraArgs | default list) }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
           env:
             - name: POD_NAME
               valueFrom:
@@ -185,39 +274,51 @@ spec:
               valueFrom:
                 fieldRef:
                   fieldPath: metadata.namespace
+            - name: LEADER_ELECTION_ID
+              value: {{ include "kaos-lib.lease" $root | quote }}
             - name: LEASE_DURATION
-              value: {{ $root.Values.global.leaderElection.leaseDuration | quote }}
+              value: {{ $global.leaderElection.leaseDuration | quote }}
             - name: RENEW_DEADLINE
-              value: {{ $root.Values.global.leaderElection.renewDeadline | quote }}
+              value: {{ $global.leaderElection.renewDeadline | quote }}
             - name: RETRY_PERIOD
-              value: {{ $root.Values.global.leaderElection.retryPeriod | quote }}
+              value: {{ $global.leaderElection.retryPeriod | quote }}
             - name: RECONCILE_DEBOUNCE
-              value: {{ $root.Values.global.reconcileDebounce | default "200ms" | quote }}
+              value: {{ $global.reconcileDebounce | default "200ms" | quote }}
+            - name: MAX_CONCURRENT_RECONCILES
+              value: {{ $root.Values.maxConcurrentReconciles | default $global.maxConcurrentReconciles | default 4 | int | quote }}
             - name: LOG_FORMAT
-              value: {{ $root.Values.global.controllerLogFormat | quote }}
+              value: {{ $global.controllerLogFormat | quote }}
+            {{- with $root.Values.controllerLogLevel | default $global.controllerLogLevel }}
+            - name: CONTROLLER_LOG_LEVEL
+              value: {{ . | quote }}
+            {{- end }}
             {{- with $watch }}
             - name: WATCH_NAMESPACES
               value: {{ join "," . | quote }}
             {{- end }}
             - name: GATEWAY_API_ENABLED
-              value: {{ $root.Values.global.gateway.enabled | quote }}
-            {{- if $root.Values.global.gateway.enabled }}
+              value: {{ $global.gateway.enabled | quote }}
+            {{- if $global.gateway.enabled }}
             - name: GATEWAY_NAME
-              value: {{ $root.Values.global.gateway.name | quote }}
-            {{- with $root.Values.global.gateway.namespace }}
+              value: {{ $global.gateway.name | quote }}
+            {{- with $global.gateway.namespace }}
             - name: GATEWAY_NAMESPACE
               value: {{ . | quote }}
             {{- end }}
             {{- end }}
             - name: DEFAULT_LOG_LEVEL
-              value: {{ $root.Values.global.logLevel | quote }}
-            {{- if $root.Values.global.telemetry.enabled }}
+              value: {{ $global.logLevel | quote }}
+            {{- if $global.telemetry.enabled }}
             - name: DEFAULT_TELEMETRY_ENABLED
               value: "true"
             - name: DEFAULT_TELEMETRY_ENDPOINT
-              value: {{ $root.Values.global.telemetry.endpoint | quote }}
+              value: {{ $global.telemetry.endpoint | quote }}
             {{- end }}
             {{- with .env }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
+            {{- /* Last, so an entry here overrides one above of the same name. */}}
+            {{- with concat ($global.extraEnv | default list) ($root.Values.extraEnv | default list) }}
             {{- toYaml . | nindent 12 }}
             {{- end }}
           ports:
@@ -279,21 +380,24 @@ spec:
     matchLabels:
       {{- include "kaos-lib.selector" $root | nindent 6 }}
 {{- end }}
-{{- if $root.Values.global.serviceMonitor.enabled }}
+{{- if $global.serviceMonitor.enabled }}
+{{- $own := $root.Values.serviceMonitor | default dict }}
 ---
 apiVersion: monitoring.coreos.com/v1
 kind: ServiceMonitor
 metadata:
   name: {{ $fullname }}
   namespace: {{ $root.Release.Namespace }}
-  labels:
-    {{- include "kaos-lib.labels" $root | nindent 4 }}
+  {{- include "kaos-lib.monitoringMetadata" (dict
+        "labels" (include "kaos-lib.labels" $root | fromYaml)
+        "extraLabels" (merge (dict) ($own.labels | default dict) ($global.serviceMonitor.labels | default dict))
+        "annotations" (merge (dict) ($own.annotations | default dict) ($global.serviceMonitor.annotations | default dict))) | nindent 2 }}
 spec:
   selector:
     matchLabels:
       {{- include "kaos-lib.selector" $root | nindent 6 }}
   endpoints:
     - port: metrics
-      interval: {{ $root.Values.global.serviceMonitor.interval }}
+      interval: {{ $global.serviceMonitor.interval }}
 {{- end }}
 {{- end -}}
