@@ -412,7 +412,7 @@ def test_cel_validation_messages(servers, case, plural, body):
 UNSERVED_SUBRESOURCES = {
     "v1": {"namespaces/finalize", "pods/attach", "pods/binding", "pods/ephemeralcontainers",
            "pods/eviction", "pods/exec", "pods/log", "pods/portforward", "pods/proxy",
-           "pods/resize", "serviceaccounts/token", "services/proxy"},
+           "pods/resize", "services/proxy"},
 }
 
 

@@ -101,6 +101,18 @@ pub fn resources(cluster: &Cluster, group: &str, version: &str) -> Option<Value>
             entry["categories"] = json!(rt.categories);
         }
         resources.push(entry);
+        if rt.group.is_empty() && rt.plural == "serviceaccounts" {
+            // The TokenRequest subresource (http/token.rs), as kube-apiserver lists it.
+            resources.push(json!({
+                "name": "serviceaccounts/token",
+                "singularName": "",
+                "namespaced": true,
+                "group": "authentication.k8s.io",
+                "version": "v1",
+                "kind": "TokenRequest",
+                "verbs": ["create"],
+            }));
+        }
         if rt.has_scale {
             resources.push(json!({
                 "name": format!("{}/scale", rt.plural),
