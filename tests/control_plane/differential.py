@@ -6,9 +6,6 @@ servers' answers.
 
 import copy
 import json
-import os
-import subprocess
-import time
 import urllib.parse
 from collections import namedtuple
 from pathlib import Path
@@ -16,9 +13,10 @@ from pathlib import Path
 import requests
 import yaml
 
+from plane import TestkitProcess
+
 REPO = Path(__file__).resolve().parents[2]
 CRD_DIR = REPO / "deploy" / "crds"
-TESTKIT = Path(os.environ.get("KAOS_BIN_DIR", REPO / "target" / "debug")) / "kaos-testkit"
 REQUEST_TIMEOUT = 30
 
 # An answer: HTTP code, parsed JSON body (text if not JSON), and its Warning headers.
@@ -74,31 +72,9 @@ class Server:
         return 200, events
 
 
-class ServedTestkit:
+def served_testkit(directory):
     """`kaos-testkit serve` on a free loopback port, with the CRDs of deploy/crds applied."""
-
-    def __init__(self, directory):
-        self.kubeconfig = Path(directory) / "kubeconfig"
-        self.log = open(Path(directory) / "kaos-testkit.log", "w")
-        self.process = subprocess.Popen(
-            [str(TESTKIT), "serve", "--listen", "127.0.0.1:0", "--kubeconfig",
-             str(self.kubeconfig), "--apply", str(CRD_DIR)],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        # It writes the kubeconfig once it listens.
-        while not self.kubeconfig.exists():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"kaos-testkit did not start; see {self.log.name}")
-            time.sleep(0.05)
-
-    def stop(self):
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self.log.close()
+    return TestkitProcess(directory, "--apply", str(CRD_DIR))
 
 
 # What kube-apiserver's defaulting adds to the built-in kinds we use and kaos-testkit, as

@@ -189,19 +189,12 @@ class Testkit(Cluster):
         if missing:
             pytest.fail(f"{', '.join(missing)} missing: run `cargo build -p kaos-testkit` and "
                         "`scripts/control-plane build` (kubectl and helm)")
-        kubeconfig = Path(directory) / "kubeconfig"
-        self.log = open(Path(directory) / "kaos-testkit.log", "w")
-        self.process = subprocess.Popen(
-            [str(TESTKIT), "serve", "--rbac", "--anonymous-admin", "--simulate-deployments",
-             "100", "--listen", "127.0.0.1:0", "--kubeconfig", str(kubeconfig)],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while not kubeconfig.exists():  # written once it listens
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                pytest.fail(f"kaos-testkit did not start; see {self.log.name}")
-            time.sleep(0.05)
-        super().__init__(kubeconfig, BIN)
+        try:
+            self.server = TestkitProcess(directory, "--rbac", "--anonymous-admin",
+                                         "--simulate-deployments", "100")
+        except RuntimeError as error:
+            pytest.fail(str(error))
+        super().__init__(self.server.kubeconfig, BIN)
 
     def _connection(self):
         server = urllib.parse.urlsplit(self.cluster["server"])
@@ -227,6 +220,27 @@ class Testkit(Cluster):
     def audit(self):
         """Every request so far (GET /kaos-testkit/audit): user, verb, path, code, ..."""
         return self.get("/kaos-testkit/audit")
+
+    def stop(self):
+        self.server.stop()
+
+
+class TestkitProcess:
+    """`kaos-testkit serve FLAGS` on a free loopback port, its kubeconfig and log in directory."""
+
+    def __init__(self, directory, *flags):
+        self.kubeconfig = Path(directory) / "kubeconfig"
+        self.log = open(Path(directory) / "kaos-testkit.log", "w")
+        self.process = subprocess.Popen(
+            [str(TESTKIT), "serve", *flags, "--listen", "127.0.0.1:0",
+             "--kubeconfig", str(self.kubeconfig)],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while not self.kubeconfig.exists():  # written once it listens
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"kaos-testkit did not start; see {self.log.name}")
+            time.sleep(0.05)
 
     def stop(self):
         """Stops the process this object started (by its pid)."""

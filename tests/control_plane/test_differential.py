@@ -11,9 +11,9 @@ kaos-testkit`). See docs/testing.md.
 
 import pytest
 
-from differential import (CRD_DIR, TESTKIT, Pair, Server, ServedTestkit, causes, comparable,
-                          managers, pick, same, status_of)
-from plane import CRDS, requires_plane, wait_until
+from differential import (CRD_DIR, Pair, Server, causes, comparable, managers, pick, same,
+                          served_testkit, status_of)
+from plane import CRDS, TESTKIT, requires_plane, wait_until
 
 pytestmark = requires_plane
 
@@ -32,7 +32,7 @@ def servers(plane, tmp_path_factory):
     """kube-apiserver (cluster-admin) and a fresh kaos-testkit, both with the kaos.tools CRDs
     and the namespace NS. Leaves the plane as found: no namespace, no CRD."""
     assert TESTKIT.exists(), f"{TESTKIT} is missing: cargo build -p kaos-testkit"
-    testkit = ServedTestkit(tmp_path_factory.mktemp("testkit"))
+    testkit = served_testkit(tmp_path_factory.mktemp("testkit"))
     plane.kubectl("apply", "--server-side", "-f", str(CRD_DIR))
     plane.kubectl("wait", "--for=condition=Established", "crd", *CRDS, "--timeout=60s")
     pair = Pair(Server("kube-apiserver", plane.kubeconfig),
