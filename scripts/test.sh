@@ -57,11 +57,20 @@ rustup target add x86_64-unknown-linux-musl >/dev/null
 step "Python packages for the chart and image tests (Helm v4 SDK, kubernetes-validate, pytest)"
 python3 -m pip install --quiet --disable-pip-version-check -r tests/requirements.txt
 
+# Incremental artifacts only pay off on rebuilds and take gigabytes: off unless asked for.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
 step "cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+
+# One build of the whole workspace serves the tests, the binaries the end-to-end tests run
+# (tests/processes.rs builds the same set, so it finds them fresh) and the real-plane suites. A
+# `cargo build -p ...` would unify features differently and compile the dependencies again.
+step "cargo build (workspace, all targets)"
+cargo build --workspace --all-targets --locked
 
 step "Rust tests"
 cargo nextest run --workspace --locked --no-fail-fast --show-progress=none
@@ -75,9 +84,6 @@ else
   step "Real control plane: build (cached in .cache/control-plane; cold: 10-20 minutes)"
   wait # the module downloads started above
   scripts/control-plane build
-
-  step "Controller, kaos-testkit and kaosctl binaries for the real-plane suites"
-  cargo build --locked -p agent-controller -p modelapi-controller -p mcpserver-controller -p kaos-testkit -p kaosctl
 
   step "Real control plane suites (kube-apiserver v1.37.2, helm, the controllers out of cluster)"
   KAOS_CONTROL_PLANE=1 python3 -m pytest tests/control_plane -q -p no:cacheprovider

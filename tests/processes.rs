@@ -16,6 +16,10 @@ use serde_json::Value;
 /// Builds the binaries once per test process (a no-op when they are up to date) and returns the
 /// directory holding them; `KAOS_BIN_DIR` names a directory of already built ones instead (the
 /// benchmark uses release builds).
+///
+/// It builds the whole workspace with all targets, as `cargo test --workspace` does: with `-p`
+/// for only the binaries, Cargo unifies the dependencies' features differently (no dev-dependency
+/// features) and compiles tokio, hyper, kube and the rest a second time.
 pub fn binaries() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
@@ -24,18 +28,7 @@ pub fn binaries() -> &'static Path {
         }
         let status = Command::new(env!("CARGO"))
             .current_dir(crate::repo_root())
-            .args([
-                "build",
-                "--bins",
-                "-p",
-                "kaos-testkit",
-                "-p",
-                "agent-controller",
-                "-p",
-                "modelapi-controller",
-                "-p",
-                "mcpserver-controller",
-            ])
+            .args(["build", "--workspace", "--all-targets"])
             .status()
             .expect("cargo runs");
         assert!(status.success(), "building the binaries failed");
