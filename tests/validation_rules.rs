@@ -17,6 +17,11 @@ fn mcpserver(spec: Value) -> Value {
     json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "MCPServer", "metadata": {"name": "t"}, "spec": spec})
 }
 
+fn named(mut manifest: Value, name: &str) -> Value {
+    manifest["metadata"]["name"] = json!(name);
+    manifest
+}
+
 fn proxy(extra: Value) -> Value {
     let mut proxy = json!({"models": ["*"]});
     proxy
@@ -161,6 +166,107 @@ fn rejected_cases() -> Vec<(&'static str, Value, &'static str)> {
             "misspelt field under strict validation",
             agent(json!({"modelAPI": "m", "model": "x", "mcpServer": ["t"]})),
             r#"unknown field "spec.mcpServer""#,
+        ),
+        (
+            "an Agent name too long for its children's names",
+            named(
+                agent(json!({"modelAPI": "m", "model": "x"})),
+                &"a".repeat(58),
+            ),
+            "<nil>: Invalid value: metadata.name must be at most 57 characters: the agent's Deployment and Service are named agent-<name>, at most 63",
+        ),
+        (
+            "a ModelAPI name too long for its children's names",
+            named(
+                modelapi(json!({"mode": "Hosted", "hostedConfig": {"model": "x"}})),
+                &"m".repeat(55),
+            ),
+            "<nil>: Invalid value: metadata.name must be at most 54 characters: the ModelAPI's Deployment and Service are named modelapi-<name>, at most 63",
+        ),
+        (
+            "an MCPServer name too long for its children's names",
+            named(mcpserver(json!({"runtime": "kubernetes"})), &"t".repeat(54)),
+            "<nil>: Invalid value: metadata.name must be at most 53 characters: the MCPServer's Deployment and Service are named mcpserver-<name>, at most 63",
+        ),
+        (
+            "an agent listing itself as a peer",
+            agent(json!({"modelAPI": "m", "model": "x", "agentNetwork": {"access": ["b", "a"]}})),
+            "spec.agentNetwork.access: Invalid value: an agent cannot list itself in agentNetwork.access",
+        ),
+        (
+            "a peer listed twice",
+            agent(
+                json!({"modelAPI": "m", "model": "x", "agentNetwork": {"access": ["b", "c", "b"]}}),
+            ),
+            "spec.agentNetwork.access: Invalid value: access must not name the same agent twice",
+        ),
+        (
+            "an MCPServer listed twice",
+            agent(json!({"modelAPI": "m", "model": "x", "mcpServers": ["t", "t"]})),
+            "spec.mcpServers: Invalid value: mcpServers must not name the same MCPServer twice",
+        ),
+        (
+            "an empty modelAPI",
+            agent(json!({"modelAPI": "", "model": "x"})),
+            "spec.modelAPI: Invalid value: \"\": spec.modelAPI in body should be at least 1 chars long",
+        ),
+        (
+            "an empty model",
+            agent(json!({"modelAPI": "m", "model": ""})),
+            "spec.model: Invalid value: \"\": spec.model in body should be at least 1 chars long",
+        ),
+        (
+            "a peer name that is not a DNS label",
+            agent(json!({"modelAPI": "m", "model": "x", "agentNetwork": {"access": ["Peer_1"]}})),
+            "spec.agentNetwork.access[0]: Invalid value: \"Peer_1\": spec.agentNetwork.access[0] in body should match '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'",
+        ),
+        (
+            "an empty MCPServer name in mcpServers",
+            agent(json!({"modelAPI": "m", "model": "x", "mcpServers": [""]})),
+            "spec.mcpServers[0]: Invalid value: \"\": spec.mcpServers[0] in body should be at least 1 chars long",
+        ),
+        (
+            "instructions over 64 KiB",
+            agent(
+                json!({"modelAPI": "m", "model": "x", "config": {"instructions": "i".repeat(65_537)}}),
+            ),
+            "spec.config.instructions: Too long: may not be more than 65536 bytes",
+        ),
+        (
+            "MCP params over 64 KiB",
+            mcpserver(json!({"runtime": "python-string", "params": "p".repeat(65_537)})),
+            "spec.params: Too long: may not be more than 65536 bytes",
+        ),
+        (
+            "configYaml over 256 KiB",
+            proxy(json!({"configYaml": {"fromString": "#".repeat(262_145)}})),
+            "spec.proxyConfig.configYaml.fromString: Too long: may not be more than 262144 bytes",
+        ),
+        (
+            "an env var name a shell cannot read",
+            agent(
+                json!({"modelAPI": "m", "model": "x", "container": {"env": [{"name": "MY-VAR", "value": "1"}]}}),
+            ),
+            "spec.container.env[0].name: Invalid value: \"MY-VAR\": spec.container.env[0].name in body should match '^[A-Za-z_][A-Za-z0-9_]*$'",
+        ),
+        (
+            "more than 128 peers",
+            agent(
+                json!({"modelAPI": "m", "model": "x", "agentNetwork": {"access": (0..129).map(|i| format!("p{i}")).collect::<Vec<_>>()}}),
+            ),
+            "spec.agentNetwork.access: Too many: 129: must have at most 128 items",
+        ),
+        (
+            "a runtime name that is not a DNS label",
+            mcpserver(json!({"runtime": "Python String"})),
+            "spec.runtime: Invalid value: \"Python String\": spec.runtime in body should match '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'",
+        ),
+        (
+            "both proxyConfig and hostedConfig",
+            modelapi(
+                json!({"mode": "Proxy", "proxyConfig": {"models": ["*"]}, "hostedConfig": {"model": "x"}}),
+            ),
+            "spec: Invalid value: set proxyConfig (mode Proxy) or hostedConfig (mode Hosted), not both",
         ),
         (
             "podSpec container without a name",

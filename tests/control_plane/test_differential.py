@@ -391,6 +391,15 @@ CEL_CASES = [
              "secretKeyRef": {"name": "s", "key": "k"}}}})),
     ("a blocking error: rules not checked", "modelapis",
      modelapi("mode", mode="Local", proxyConfig={"models": ["*"], "apiKey": {}})),
+    ("a rule on the whole object (metadata.name)", "agents", agent("a" * 58)),
+    ("a rule with a fieldPath and a rule on a list",
+     "agents", agent("self", agentNetwork={"access": ["b", "b", "self"]})),
+    ("a string over maxLength (value not printed; rules not checked)",
+     "agents", agent("long", config={"instructions": "i" * 65_537})),
+    ("a list over maxItems", "agents",
+     agent("many", agentNetwork={"access": [f"p{i}" for i in range(129)]})),
+    ("minLength is reported before pattern", "agents", agent("empty", modelAPI="")),
+    ("a pattern", "agents", agent("env", container={"env": [{"name": "MY-VAR", "value": "1"}]})),
 ]
 
 

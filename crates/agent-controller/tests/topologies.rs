@@ -25,6 +25,20 @@ fn agent(h: &Harness, name: &str, peers: &[&str]) {
     );
 }
 
+/// The Agent CRD as it was before its rules on the whole object (self-listing, name length).
+fn install_crd_without_object_rules(h: &Harness) {
+    let (_, crd) = kaos_api::crd::all()
+        .into_iter()
+        .find(|(file, _)| file.contains("agents"))
+        .expect("the Agent CRD");
+    let mut crd = serde_json::to_value(crd).expect("serializes");
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        .as_object_mut()
+        .expect("a schema")
+        .remove("x-kubernetes-validations");
+    h.cluster.apply(&crd.to_string());
+}
+
 /// `PEER_AGENTS` of `agent-<name>`'s Deployment.
 async fn peers_of(h: &Harness, name: &str) -> Option<String> {
     let d = h.deployments.get(&format!("agent-{name}")).await.ok()?;
@@ -57,6 +71,8 @@ async fn a_pair_a_mesh_and_a_self_listing_agent_converge_then_go_quiet() {
         let others: Vec<&str> = mesh.iter().copied().filter(|p| *p != me).collect();
         agent(&h, me, &others);
     }
+    // The CRD refuses a self-listing agent since issue 18; one stored before still converges.
+    install_crd_without_object_rules(&h);
     agent(&h, "s", &["s"]);
     let expected = [
         ("a", "b"),

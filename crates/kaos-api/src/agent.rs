@@ -8,9 +8,29 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::common::{
-    Conditions, ContainerOverride, DeploymentStatus, GatewayRoute, Telemetry,
-    condition_list_schema, default_true,
+    Conditions, ContainerOverride, DNS_LABEL, DeploymentStatus, GatewayRoute, MAX_ENV_TEXT,
+    MAX_MODEL_ID, Telemetry, condition_list_schema, default_true,
 };
+use crate::mcpserver;
+use crate::modelapi;
+
+/// The longest Agent name: its Deployment and Service `agent-<name>` must be a DNS label (63).
+pub const MAX_NAME_LENGTH: u32 = 57;
+
+/// Rules on the whole object, the only place a CEL rule can read `metadata.name`.
+pub(crate) fn object_rules() -> serde_json::Value {
+    serde_json::json!([
+        {
+            "rule": format!("self.metadata.name.size() <= {MAX_NAME_LENGTH}"),
+            "message": format!("metadata.name must be at most {MAX_NAME_LENGTH} characters: the agent's Deployment and Service are named agent-<name>, at most 63"),
+        },
+        {
+            "rule": "!has(self.spec.agentNetwork) || !has(self.spec.agentNetwork.access) || !(self.metadata.name in self.spec.agentNetwork.access)",
+            "message": "an agent cannot list itself in agentNetwork.access",
+            "fieldPath": ".spec.agentNetwork.access",
+        },
+    ])
+}
 
 /// The desired state of an Agent.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -36,11 +56,21 @@ use crate::common::{
 pub struct AgentSpec {
     /// Name of the ModelAPI (same namespace) this agent talks to.
     #[serde(rename = "modelAPI")]
+    #[schemars(length(min = 1, max = modelapi::MAX_NAME_LENGTH), pattern(DNS_LABEL))]
     pub model_api: String,
     /// Model id, passed as `MODEL_NAME`; must be served by the ModelAPI.
+    #[schemars(length(min = 1, max = MAX_MODEL_ID))]
     pub model: String,
     /// Names of MCPServers (same namespace) whose tools this agent may use.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        length(max = 64),
+        inner(length(min = 1, max = mcpserver::MAX_NAME_LENGTH), pattern(DNS_LABEL))
+    )]
+    #[schemars(extend("x-kubernetes-validations" = [{
+        "rule": "self.all(s, self.exists_one(t, t == s))",
+        "message": "mcpServers must not name the same MCPServer twice"
+    }]))]
     pub mcp_servers: Vec<String>,
     /// Agent-to-agent networking.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -76,6 +106,14 @@ pub struct AgentNetwork {
     pub expose: bool,
     /// Peer Agents (same namespace) this agent may delegate to.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        length(max = 128),
+        inner(length(min = 1, max = MAX_NAME_LENGTH), pattern(DNS_LABEL))
+    )]
+    #[schemars(extend("x-kubernetes-validations" = [{
+        "rule": "self.all(a, self.exists_one(b, b == a))",
+        "message": "access must not name the same agent twice"
+    }]))]
     pub access: Vec<String>,
 }
 
@@ -94,9 +132,11 @@ impl Default for AgentNetwork {
 pub struct AgentConfig {
     /// Agent card text (`AGENT_DESCRIPTION`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4096))]
     pub description: Option<String>,
     /// System prompt (`AGENT_INSTRUCTIONS`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_ENV_TEXT))]
     pub instructions: Option<String>,
     /// Maximum reasoning steps per request (`AGENTIC_LOOP_MAX_STEPS`).
     #[serde(default = "default_loop_steps")]

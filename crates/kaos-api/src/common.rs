@@ -15,6 +15,22 @@ pub const VERSION: &str = "v1alpha1";
 /// The pattern a `gatewayRoute.timeout` must match: one to four `<number><unit>` pairs.
 pub const TIMEOUT_PATTERN: &str = "^([0-9]+(h|m|s|ms)){1,4}$";
 
+/// A DNS-1123 label: what a resource name in a namespace must be, and what the names of its
+/// children are built from.
+pub const DNS_LABEL: &str = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+/// A DNS-1123 subdomain (ServiceAccount names).
+pub const DNS_SUBDOMAIN: &str =
+    "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+/// An environment variable name every shell and runtime can read.
+pub const ENV_VAR_NAME: &str = "^[A-Za-z_][A-Za-z0-9_]*$";
+/// Text passed to the pods as an environment variable: Linux refuses a single `NAME=value`
+/// string over 128 KiB (MAX_ARG_STRLEN), so such fields stop at 64 KiB.
+pub const MAX_ENV_TEXT: u32 = 65_536;
+/// A model id (`gpt-4o`, `openai/*`, `hf.co/org/model:tag`).
+pub const MAX_MODEL_ID: u32 = 256;
+/// A URL (API bases, OTLP endpoints).
+pub const MAX_URL: u32 = 2_048;
+
 pub(crate) fn default_true() -> bool {
     true
 }
@@ -25,12 +41,15 @@ pub(crate) fn default_true() -> bool {
 pub struct ContainerOverride {
     /// Container image; replaces the operator's default image for this kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
     pub image: Option<String>,
     /// Entrypoint; replaces the image's (or the runtime's) command.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64), inner(length(max = MAX_ENV_TEXT)))]
     pub command: Vec<String>,
     /// Arguments; replace the generated arguments.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256), inner(length(max = MAX_ENV_TEXT)))]
     pub args: Vec<String>,
     /// Compute resources of the main container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -38,7 +57,33 @@ pub struct ContainerOverride {
     /// Extra environment variables. An entry named like a generated variable replaces that
     /// variable's value where it stands, so no name appears twice.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256), transform = bounded_env_items)]
     pub env: Vec<EnvVar>,
+}
+
+/// Bounds the embedded `EnvVar` schema: a name a shell can read, a value that fits in a pod's
+/// environment (see [`MAX_ENV_TEXT`]).
+fn bounded_env_items(schema: &mut schemars::Schema) {
+    let Some(properties) = schema
+        .get_mut("items")
+        .and_then(|items| items.get_mut("properties"))
+        .and_then(serde_json::Value::as_object_mut)
+    else {
+        return;
+    };
+    if let Some(name) = properties
+        .get_mut("name")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        name.insert("pattern".into(), ENV_VAR_NAME.into());
+        name.insert("maxLength".into(), 256.into());
+    }
+    if let Some(value) = properties
+        .get_mut("value")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        value.insert("maxLength".into(), MAX_ENV_TEXT.into());
+    }
 }
 
 /// Gateway API routing settings for the HTTPRoute the operator creates when the gateway is enabled.
@@ -48,6 +93,7 @@ pub struct GatewayRoute {
     /// Request timeout of the route, a Go duration such as `30s`, `5m` or `1h30m`. `0s` sets no
     /// timeout. Unset: the operator's per-kind default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
     #[schemars(extend("x-kubernetes-validations" = [{
         "rule": "self.matches('^([0-9]+(h|m|s|ms)){1,4}$')",
         "message": "timeout must be a duration such as 30s, 5m, 1h30m or 500ms (0s sets no timeout)"
@@ -65,6 +111,7 @@ pub struct Telemetry {
     /// OTLP gRPC endpoint, for instance `http://otel-collector.observability:4317`. Unset: the
     /// operator's default endpoint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_URL))]
     pub endpoint: Option<String>,
 }
 

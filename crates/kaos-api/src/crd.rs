@@ -9,9 +9,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 use serde_json::Value;
 
-use crate::agent::Agent;
-use crate::mcpserver::MCPServer;
-use crate::modelapi::ModelAPI;
+use crate::agent::{self, Agent};
+use crate::mcpserver::{self, MCPServer};
+use crate::modelapi::{self, ModelAPI};
 
 /// Properties whose schemas come from Kubernetes' own types; descriptions below them are dropped.
 const EMBEDDED_KUBERNETES_TYPES: &[&str] = &[
@@ -27,9 +27,18 @@ const EMBEDDED_KUBERNETES_TYPES: &[&str] = &[
 /// The CRDs in install order, each with the file name it is published under in `deploy/crds/`.
 pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
     vec![
-        ("kaos.tools_agents.yaml", compact(Agent::crd())),
-        ("kaos.tools_modelapis.yaml", compact(ModelAPI::crd())),
-        ("kaos.tools_mcpservers.yaml", compact(MCPServer::crd())),
+        (
+            "kaos.tools_agents.yaml",
+            compact(Agent::crd(), agent::object_rules()),
+        ),
+        (
+            "kaos.tools_modelapis.yaml",
+            compact(ModelAPI::crd(), modelapi::object_rules()),
+        ),
+        (
+            "kaos.tools_mcpservers.yaml",
+            compact(MCPServer::crd(), mcpserver::object_rules()),
+        ),
     ]
 }
 
@@ -48,7 +57,9 @@ pub fn all_yaml() -> Result<String, serde_saphyr::ser::Error> {
     Ok(out)
 }
 
-fn compact(crd: CustomResourceDefinition) -> CustomResourceDefinition {
+/// The derived CRD without the embedded types' descriptions and with the kind's rules on the
+/// whole object (which the derive cannot attach: they read `metadata.name`).
+fn compact(crd: CustomResourceDefinition, object_rules: Value) -> CustomResourceDefinition {
     let mut value = serde_json::to_value(&crd).expect("a CRD always serializes to JSON");
     if let Some(versions) = value
         .pointer_mut("/spec/versions")
@@ -57,6 +68,7 @@ fn compact(crd: CustomResourceDefinition) -> CustomResourceDefinition {
         for version in versions {
             if let Some(schema) = version.pointer_mut("/schema/openAPIV3Schema") {
                 drop_embedded_descriptions(schema, false);
+                schema["x-kubernetes-validations"] = object_rules.clone();
             }
         }
     }

@@ -7,9 +7,20 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::common::{
-    Conditions, ContainerOverride, DeploymentStatus, GatewayRoute, Phase, Telemetry,
-    condition_list_schema,
+    Conditions, ContainerOverride, DNS_LABEL, DNS_SUBDOMAIN, DeploymentStatus, GatewayRoute,
+    MAX_ENV_TEXT, Phase, Telemetry, condition_list_schema,
 };
+
+/// The longest MCPServer name: its Deployment and Service `mcpserver-<name>` must be a DNS label.
+pub const MAX_NAME_LENGTH: u32 = 53;
+
+/// Rules on the whole object, the only place a CEL rule can read `metadata.name`.
+pub(crate) fn object_rules() -> serde_json::Value {
+    serde_json::json!([{
+        "rule": format!("self.metadata.name.size() <= {MAX_NAME_LENGTH}"),
+        "message": format!("metadata.name must be at most {MAX_NAME_LENGTH} characters: the MCPServer's Deployment and Service are named mcpserver-<name>, at most 63"),
+    }])
+}
 
 /// The runtime name that takes image, command and args from `spec.container`.
 pub const CUSTOM_RUNTIME: &str = "custom";
@@ -40,13 +51,15 @@ pub const CUSTOM_RUNTIME: &str = "custom";
 }]))]
 pub struct MCPServerSpec {
     /// A runtime of the operator's registry (`kaos-mcp-runtimes`), or `custom`.
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = 63), pattern(DNS_LABEL))]
     pub runtime: String,
     /// Handed to the runtime through its `paramsEnvVar` (e.g. tool code for `python-string`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_ENV_TEXT))]
     pub params: Option<String>,
     /// Service account of the server's pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253), pattern(DNS_SUBDOMAIN))]
     pub service_account_name: Option<String>,
     /// Number of pods. Unset: 1 at creation, then left alone so an HPA or `kubectl scale` can own it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -7,9 +7,20 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::common::{
-    Conditions, ContainerOverride, DeploymentStatus, GatewayRoute, Phase, Telemetry,
-    condition_list_schema,
+    Conditions, ContainerOverride, DeploymentStatus, GatewayRoute, MAX_MODEL_ID, MAX_URL, Phase,
+    Telemetry, condition_list_schema,
 };
+
+/// The longest ModelAPI name: its Deployment and Service `modelapi-<name>` must be a DNS label.
+pub const MAX_NAME_LENGTH: u32 = 54;
+
+/// Rules on the whole object, the only place a CEL rule can read `metadata.name`.
+pub(crate) fn object_rules() -> serde_json::Value {
+    serde_json::json!([{
+        "rule": format!("self.metadata.name.size() <= {MAX_NAME_LENGTH}"),
+        "message": format!("metadata.name must be at most {MAX_NAME_LENGTH} characters: the ModelAPI's Deployment and Service are named modelapi-<name>, at most 63"),
+    }])
+}
 
 /// The desired state of a ModelAPI.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -39,6 +50,10 @@ use crate::common::{
     {
         "rule": "self.mode != 'Hosted' || has(self.hostedConfig)",
         "message": "mode Hosted requires hostedConfig (at least hostedConfig.model)"
+    },
+    {
+        "rule": "!(has(self.proxyConfig) && has(self.hostedConfig))",
+        "message": "set proxyConfig (mode Proxy) or hostedConfig (mode Hosted), not both"
     }
 ]))]
 pub struct ModelAPISpec {
@@ -92,13 +107,15 @@ impl ModelAPIMode {
 #[serde(rename_all = "camelCase")]
 pub struct ProxyConfig {
     /// Model ids agents may ask for: exact ids, `provider/*` or `*`.
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = 256), inner(length(min = 1, max = MAX_MODEL_ID)))]
     pub models: Vec<String>,
     /// LiteLLM provider prefix: `model: <provider>/<model>` in the generated config.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 63))]
     pub provider: Option<String>,
     /// Base URL of the upstream API (`PROXY_API_BASE`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_URL))]
     pub api_base: Option<String>,
     /// Key for the upstream API (`PROXY_API_KEY`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -118,6 +135,7 @@ pub struct ProxyConfig {
 pub struct ApiKey {
     /// The key itself (stored in the ModelAPI; not recommended beyond development).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4096))]
     pub value: Option<String>,
     /// The key from a Secret or ConfigMap key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -146,8 +164,10 @@ pub struct ApiKeySource {
     "message": "configYaml: set exactly one of fromString or fromSecretKeyRef"
 }]))]
 pub struct ConfigYaml {
-    /// The config text. Every `model_list[].model_name` must be allowed by `models`.
+    /// The config text. Every `model_list[].model_name` must be allowed by `models`. At most
+    /// 256 KiB: it is stored in a ConfigMap (1 MiB) next to the ModelAPI itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 262_144))]
     pub from_string: Option<String>,
     /// A Secret key holding the config text, mounted as the config file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -159,6 +179,7 @@ pub struct ConfigYaml {
 #[serde(rename_all = "camelCase")]
 pub struct HostedConfig {
     /// Ollama model pulled when the pod starts, e.g. `smollm2:135m`.
+    #[schemars(length(min = 1, max = MAX_MODEL_ID))]
     pub model: String,
 }
 

@@ -26,19 +26,16 @@ pub enum Topology {
     Pairs,
     /// Groups of 20: everyone lists everyone else.
     Mesh,
-    /// Every agent lists itself.
-    #[value(name = "self")]
-    SelfPeer,
 }
 
 impl Topology {
-    pub const ALL: [Topology; 6] = [
+    // No `self` (every agent listing itself): the CRD refuses it since issue 18.
+    pub const ALL: [Topology; 5] = [
         Topology::None,
         Topology::Star,
         Topology::Chain,
         Topology::Pairs,
         Topology::Mesh,
-        Topology::SelfPeer,
     ];
 
     pub fn name(self) -> &'static str {
@@ -48,7 +45,6 @@ impl Topology {
             Topology::Chain => "chain",
             Topology::Pairs => "pairs",
             Topology::Mesh => "mesh",
-            Topology::SelfPeer => "self",
         }
     }
 
@@ -74,7 +70,6 @@ impl Topology {
                 (other < n).then_some(other).into_iter().collect()
             }
             Topology::Mesh => group(20).filter(|&j| j != i).collect(),
-            Topology::SelfPeer => vec![i],
         }
     }
 }
@@ -286,6 +281,5 @@ mod tests {
         let mesh = all(Topology::Mesh, 40);
         assert_eq!(mesh[0].len(), 19);
         assert!(mesh[25].iter().all(|&j| (20..40).contains(&j) && j != 25));
-        assert_eq!(all(Topology::SelfPeer, 2), vec![vec![0], vec![1]]);
     }
 }

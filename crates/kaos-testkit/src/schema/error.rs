@@ -16,6 +16,15 @@ pub enum FieldErrorKind {
     Unknown,
     /// A change that is not allowed (e.g. a new finalizer on an object being deleted).
     Forbidden,
+    /// A string over its `maxLength` (the value is not printed back).
+    TooLong {
+        max: u64,
+    },
+    /// A list over its `maxItems`.
+    TooMany {
+        count: u64,
+        max: u64,
+    },
 }
 
 /// One rejected field.
@@ -46,6 +55,24 @@ impl FieldError {
             kind: FieldErrorKind::Invalid,
             value: Some(value.clone()),
             detail,
+        }
+    }
+
+    pub(crate) fn too_long(path: &str, max: u64) -> Self {
+        Self {
+            path: path.to_string(),
+            kind: FieldErrorKind::TooLong { max },
+            value: None,
+            detail: String::new(),
+        }
+    }
+
+    pub(crate) fn too_many(path: &str, count: u64, max: u64) -> Self {
+        Self {
+            path: path.to_string(),
+            kind: FieldErrorKind::TooMany { count, max },
+            value: None,
+            detail: String::new(),
         }
     }
 
@@ -89,13 +116,18 @@ impl FieldError {
     }
 
     /// A failed CEL rule. kube-apiserver prints the value of a scalar field and no value for an
-    /// object or a list.
+    /// object or a list; a rule on the whole object has no path (`<nil>`), and a rule's
+    /// `fieldPath` is printed without its leading dot.
     pub(crate) fn from_cel(error: kube_cel::ValidationError, object: &Value) -> Self {
         let value = lookup(object, &error.field_path)
             .filter(|v| !v.is_object() && !v.is_array())
             .cloned();
+        let path = match error.field_path.trim_start_matches('.') {
+            "" => "<nil>".to_string(),
+            path => path.to_string(),
+        };
         Self {
-            path: error.field_path,
+            path,
             kind: FieldErrorKind::Invalid,
             value,
             detail: error.message,
@@ -122,6 +154,8 @@ impl FieldError {
             FieldErrorKind::Required
                 | FieldErrorKind::NotSupported(_)
                 | FieldErrorKind::TypeInvalid
+                | FieldErrorKind::TooLong { .. }
+                | FieldErrorKind::TooMany { .. }
         )
     }
 
@@ -134,6 +168,8 @@ impl FieldError {
             FieldErrorKind::TypeInvalid => "FieldValueTypeInvalid",
             FieldErrorKind::Unknown => "FieldValueInvalid",
             FieldErrorKind::Forbidden => "FieldValueForbidden",
+            FieldErrorKind::TooLong { .. } => "FieldValueTooLong",
+            FieldErrorKind::TooMany { .. } => "FieldValueTooMany",
         }
     }
 }
@@ -146,6 +182,12 @@ impl FieldError {
         match &self.kind {
             FieldErrorKind::Required => "Required value".to_string(),
             FieldErrorKind::Forbidden => format!("Forbidden: {}", self.detail),
+            FieldErrorKind::TooLong { max } => {
+                format!("Too long: may not be more than {max} bytes")
+            }
+            FieldErrorKind::TooMany { count, max } => {
+                format!("Too many: {count}: must have at most {max} items")
+            }
             FieldErrorKind::Unknown => format!("unknown field \"{}\"", self.path),
             FieldErrorKind::NotSupported(supported) => {
                 let list: Vec<String> = supported.iter().map(render_value).collect();

@@ -144,19 +144,22 @@ fn number_text(n: f64) -> String {
     }
 }
 
+/// As kube-apiserver (go-openapi): maxLength, then minLength, then pattern; the first failure is
+/// the only one reported.
 fn check_string(schema: &Value, path: &str, value: &Value, s: &str, errors: &mut Vec<FieldError>) {
-    let chars = s.chars().count();
+    let chars = s.chars().count() as u64;
+    if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
+        && chars > max
+    {
+        errors.push(FieldError::too_long(path, max));
+        return;
+    }
     if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
-        && (chars as u64) < min
+        && chars < min
     {
         let detail = format!("{path} in body should be at least {min} chars long");
         errors.push(FieldError::invalid(path, value, detail));
-    }
-    if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
-        && (chars as u64) > max
-    {
-        let detail = format!("{path} in body should be at most {max} chars long");
-        errors.push(FieldError::invalid(path, value, detail));
+        return;
     }
     if let Some(pattern) = schema.get("pattern").and_then(Value::as_str) {
         match regex::Regex::new(pattern) {
@@ -193,8 +196,13 @@ fn check_count(
     if let Some(max) = schema.get(max_key).and_then(Value::as_u64)
         && count > max
     {
-        let detail = format!("{path} in body should have at most {max} {noun}");
-        errors.push(FieldError::invalid(path, &shown, detail));
+        // kube-apiserver reports a long list as TooMany (checked against it); maps keep Invalid.
+        if noun == "items" {
+            errors.push(FieldError::too_many(path, count, max));
+        } else {
+            let detail = format!("{path} in body should have at most {max} {noun}");
+            errors.push(FieldError::invalid(path, &shown, detail));
+        }
     }
 }
 
