@@ -30,6 +30,9 @@ from plane import (CONTROLLERS, REPO, WAIT, create_namespace, delete_namespace, 
                    install_chart, only_on, remove_chart, rolled_out, wait_until)
 
 NAMESPACE = "kaos-system"
+# Every generated pod meets the restricted Pod Security Standard (docs/security.md); the
+# quickstart runs where kube-apiserver enforces it (the testkit has no Pod Security admission).
+RESTRICTED = "pod-security.kubernetes.io/enforce=restricted"
 KAOS = "/apis/kaos.tools/v1alpha1"
 KINDS = {"Agent": "agents", "ModelAPI": "modelapis", "MCPServer": "mcpservers"}
 # Short leases, as the Rust e2e uses: a standby takes over within seconds.
@@ -68,8 +71,8 @@ class Namespaces:
     def __init__(self, cluster):
         self.cluster, self.names = cluster, []
 
-    def create(self, name):
-        create_namespace(self.cluster, name)
+    def create(self, name, *labels):
+        create_namespace(self.cluster, name, labels)
         self.names.append(name)
         return name
 
@@ -137,7 +140,7 @@ def wait_converged(cluster, namespace, timeout=WAIT):
 @pytest.fixture(scope="module")
 def quickstart(cluster, namespaces):
     """examples/quickstart.yaml applied as is into its own namespace, converged."""
-    namespace = namespaces.create("quickstart")
+    namespace = namespaces.create("quickstart", RESTRICTED)
     apply(cluster, namespace, (REPO / "examples" / "quickstart.yaml").read_text())
     wait_converged(cluster, namespace)
     return namespace
@@ -225,6 +228,12 @@ def test_quickstart_pods_run_on_kwok_nodes(cluster, quickstart):
         assert pod["status"].get("phase") == "Running", f"{name}: {pod['status']}"
         assert pod["spec"].get("nodeName") in kwok_nodes, f"{name}: {pod['spec'].get('nodeName')}"
         assert pod["status"].get("podIP"), name
+    # They were admitted under `restricted`, which the namespace does enforce:
+    bare = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bare"},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    refused = cluster.kubectl("create", "-n", namespace, "-f", "-", stdin=json.dumps(bare),
+                              check=False)
+    assert refused.returncode != 0 and "violates PodSecurity" in refused.stderr, refused.stderr
 
 
 def replica_sets_of(cluster, namespace, deployment):

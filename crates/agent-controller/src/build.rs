@@ -4,6 +4,7 @@ use k8s_openapi::api::core::v1::{Container, ContainerPort, EnvVar, HTTPGetAction
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kaos_api::agent::Agent;
 use kaos_runtime::converge::WorkloadChildren;
+use kaos_runtime::pod_security::secure_pod;
 use kaos_runtime::podspec::merge_pod_spec;
 use kaos_runtime::workload::{
     Workload, apply_container_override, env, image, log_level, merge_telemetry, owner_of,
@@ -197,10 +198,12 @@ pub fn build(
         ..Default::default()
     };
     apply_container_override(&mut container, user);
-    let generated = PodSpec {
+    let mut generated = PodSpec {
         containers: vec![container],
         ..Default::default()
     };
+    // The agent runtime never calls the Kubernetes API.
+    secure_pod(&mut generated, settings.data_plane.pod_security, false);
     let pod = match &spec.pod_spec {
         Some(patch) => merge_pod_spec(&generated, patch).map_err(|e| BuildError {
             reason: "InvalidPodSpec",

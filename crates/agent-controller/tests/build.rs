@@ -518,3 +518,22 @@ fn a_peer_is_listed_at_its_own_endpoint_until_its_status_says_otherwise() {
         )]
     );
 }
+
+#[test]
+fn the_agent_pod_meets_the_restricted_pod_security_standard_unless_relaxed() {
+    use kaos_runtime::pod_security::restricted_violations;
+    let pod_of = |extra: &[&str]| {
+        let d = build(&rich_agent(), &rich_resolved(), &settings(extra)).expect("builds");
+        d.children
+            .deployment
+            .spec
+            .and_then(|s| s.template.spec)
+            .expect("a pod spec")
+    };
+    let pod = pod_of(&[]);
+    assert_eq!(restricted_violations(&pod), Vec::<String>::new());
+    assert_eq!(pod.automount_service_account_token, Some(false));
+    let relaxed = pod_of(&["--pod-security=baseline"]);
+    assert_eq!(relaxed.security_context, None);
+    assert!(!restricted_violations(&relaxed).is_empty());
+}

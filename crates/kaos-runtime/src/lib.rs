@@ -18,6 +18,7 @@ pub mod index;
 pub mod leader;
 pub mod logging;
 pub mod metrics;
+pub mod pod_security;
 pub mod podspec;
 pub mod process;
 pub mod reconciler;

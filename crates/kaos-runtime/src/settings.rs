@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::pod_security::PodSecurity;
 use clap::{ArgAction, Args, ValueEnum};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -94,6 +95,10 @@ pub struct DataPlaneArgs {
     /// Log level of the pods (`TRACE`, `DEBUG`, `INFO`, `WARNING`, `ERROR`).
     #[arg(long, env = "DEFAULT_LOG_LEVEL")]
     pub default_log_level: Option<String>,
+    /// Security of the generated pods: `restricted` (the Pod Security Standard) or `baseline`
+    /// (no security context, for images that need root or a writable root filesystem).
+    #[arg(long, env = "POD_SECURITY", value_enum, default_value_t)]
+    pub pod_security: PodSecurity,
 }
 
 /// `:8080` → `0.0.0.0:8080`; `0` or empty → None (turned off).

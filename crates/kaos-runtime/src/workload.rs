@@ -407,6 +407,7 @@ mod tests {
             default_telemetry_enabled: Some(true),
             default_telemetry_endpoint: Some("http://otel:4317".into()),
             default_log_level: None,
+            pod_security: Default::default(),
         };
         let none = DataPlaneArgs::default();
         assert_eq!(merge_telemetry(None, &none), None);

@@ -4,6 +4,7 @@ use k8s_openapi::api::core::v1::{Container, ContainerPort, PodSpec, Probe, TCPSo
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kaos_api::mcpserver::{CUSTOM_RUNTIME, MCPServer};
 use kaos_runtime::converge::WorkloadChildren;
+use kaos_runtime::pod_security::secure_pod;
 use kaos_runtime::podspec::merge_pod_spec;
 use kaos_runtime::workload::{
     Workload, apply_container_override, env, image, log_level, merge_telemetry, owner_of,
@@ -134,15 +135,20 @@ pub fn build(
         ..Default::default()
     };
     apply_container_override(&mut container, user);
-    let generated_pod = PodSpec {
+    let service_account = s
+        .spec
+        .service_account_name
+        .clone()
+        .filter(|n| !n.is_empty());
+    // A server given a ServiceAccount (the `kubernetes` runtime) calls the API with its token;
+    // others get none.
+    let token = service_account.is_some();
+    let mut generated_pod = PodSpec {
         containers: vec![container],
-        service_account_name: s
-            .spec
-            .service_account_name
-            .clone()
-            .filter(|n| !n.is_empty()),
+        service_account_name: service_account,
         ..Default::default()
     };
+    secure_pod(&mut generated_pod, settings.data_plane.pod_security, token);
     let pod = match &s.spec.pod_spec {
         Some(patch) => merge_pod_spec(&generated_pod, patch)
             .map_err(|e| BuildError::new("InvalidPodSpec", e.to_string()))?,

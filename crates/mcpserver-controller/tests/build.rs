@@ -285,3 +285,25 @@ fn http_route_uses_the_mcp_prefix_and_timeouts() {
     );
     assert!(zero["spec"]["rules"][0].get("timeouts").is_none());
 }
+
+fn pod_spec(d: &Desired) -> k8s_openapi::api::core::v1::PodSpec {
+    serde_json::from_value(pod(d)).expect("a pod spec")
+}
+
+#[test]
+fn every_pod_meets_the_restricted_pod_security_standard_and_only_a_service_account_gets_a_token() {
+    use kaos_runtime::pod_security::restricted_violations;
+    let custom = json!({"runtime": "custom", "container": {"image": "ghcr.io/x/tools:1"}});
+    let python = json!({"runtime": "python-string", "params": "def f(): pass"});
+    let kubernetes = json!({"runtime": "kubernetes", "serviceAccountName": "mcp-reader"});
+    for spec in [&custom, &python, &kubernetes] {
+        let pod = pod_spec(&built(spec.clone(), &[]));
+        assert_eq!(restricted_violations(&pod), Vec::<String>::new(), "{spec}");
+        let relaxed = pod_spec(&built(spec.clone(), &["--pod-security=baseline"]));
+        assert_eq!(relaxed.security_context, None, "{spec}");
+    }
+    let token = |spec: &Value| pod_spec(&built(spec.clone(), &[])).automount_service_account_token;
+    assert_eq!(token(&python), Some(false));
+    assert_eq!(token(&custom), Some(false));
+    assert_eq!(token(&kubernetes), Some(true));
+}

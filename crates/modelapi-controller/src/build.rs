@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kaos_api::modelapi::{ModelAPI, ModelAPIMode, ProxyConfig};
+use kaos_runtime::pod_security::secure_pod;
 use kaos_runtime::podspec::{merge_pod_spec, stable_hash};
 use kaos_runtime::workload::{
     Workload, apply_container_override, env, image, log_level, merge_telemetry, owner_of,
@@ -240,6 +241,12 @@ fn proxy_pod(
     Ok((pod, config_text))
 }
 
+/// Ollama keeps its key and models in `$HOME/.ollama`, the data volume. The image sets no HOME
+/// and the restricted default runs it as a user with no home directory, so it is named here.
+fn ollama_home() -> EnvVar {
+    env("HOME", "/root")
+}
+
 /// Single-quotes a value for `/bin/sh`.
 fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
@@ -271,9 +278,10 @@ fn hosted_pod(m: &ModelAPI, model: &str, settings: &Settings) -> Result<PodSpec,
         command: Some(vec!["/bin/sh".into(), "-c".into()]),
         args: Some(vec![script]),
         volume_mounts: Some(vec![data_mount.clone()]),
+        env: Some(vec![ollama_home()]),
         ..Default::default()
     };
-    let mut generated = Vec::new();
+    let mut generated = vec![ollama_home()];
     match log_level(&settings.data_plane)
         .to_ascii_uppercase()
         .as_str()
@@ -340,6 +348,9 @@ pub fn build(m: &ModelAPI, settings: &Settings) -> Result<Desired, BuildError> {
             )
         }
     };
+    let mut generated = generated;
+    // Neither LiteLLM nor Ollama calls the Kubernetes API.
+    secure_pod(&mut generated, settings.data_plane.pod_security, false);
     let pod = match &m.spec.pod_spec {
         Some(user) => merge_pod_spec(&generated, user)
             .map_err(|e| BuildError::new("InvalidPodSpec", e.to_string()))?,

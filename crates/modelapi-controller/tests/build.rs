@@ -139,11 +139,11 @@ fn proxy_config_map_is_mounted_and_its_hash_rolls_the_pods() {
     let pod = json_of(&d.deployment)["spec"]["template"].clone();
     assert_eq!(
         pod["spec"]["volumes"],
-        json!([{"name": "litellm-config", "configMap": {"name": "litellm-config-llm"}}])
+        json!([{"name": "litellm-config", "configMap": {"name": "litellm-config-llm"}}, {"name": "tmp", "emptyDir": {}}])
     );
     assert_eq!(
         container(&d)["volumeMounts"],
-        json!([{"name": "litellm-config", "mountPath": "/etc/litellm", "readOnly": true}])
+        json!([{"name": "litellm-config", "mountPath": "/etc/litellm", "readOnly": true}, {"name": "tmp", "mountPath": "/tmp"}])
     );
 
     let mut more = proxy();
@@ -274,8 +274,13 @@ fn config_yaml_from_string_is_checked_and_from_secret_is_mounted() {
     let pod = json_of(&d.deployment)["spec"]["template"]["spec"].clone();
     assert_eq!(
         pod["volumes"],
-        json!([{"name": "litellm-config", "secret": {"secretName": "litellm", "items": [{"key": "config", "path": "config.yaml"}]}}])
+        json!([{"name": "litellm-config", "secret": {"secretName": "litellm", "items": [{"key": "config", "path": "config.yaml"}]}}, {"name": "tmp", "emptyDir": {}}])
     );
+}
+
+/// Ollama's home, where its data volume is (docs/security.md).
+fn home() -> (String, Value) {
+    ("HOME".to_string(), json!("/root"))
 }
 
 #[test]
@@ -295,7 +300,7 @@ fn hosted_runs_ollama_with_a_pull_init_container() {
     let pod = json_of(&d.deployment)["spec"]["template"]["spec"].clone();
     assert_eq!(
         pod["volumes"],
-        json!([{"name": "ollama-data", "emptyDir": {}}])
+        json!([{"name": "ollama-data", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}])
     );
     let init = &pod["initContainers"][0];
     assert_eq!(init["name"], "pull-model");
@@ -308,7 +313,7 @@ fn hosted_runs_ollama_with_a_pull_init_container() {
     );
     assert_eq!(
         init["volumeMounts"],
-        json!([{"name": "ollama-data", "mountPath": "/root/.ollama"}])
+        json!([{"name": "ollama-data", "mountPath": "/root/.ollama"}, {"name": "tmp", "mountPath": "/tmp"}])
     );
     let c = &pod["containers"][0];
     assert_eq!(
@@ -329,16 +334,19 @@ fn hosted_runs_ollama_with_a_pull_init_container() {
     );
     assert_eq!(
         c["volumeMounts"],
-        json!([{"name": "ollama-data", "mountPath": "/root/.ollama"}])
+        json!([{"name": "ollama-data", "mountPath": "/root/.ollama"}, {"name": "tmp", "mountPath": "/tmp"}])
     );
-    assert_eq!(env_pairs(c), vec![("OLLAMA_DEBUG".to_string(), json!("1"))]);
+    assert_eq!(
+        env_pairs(c),
+        vec![home(), ("OLLAMA_DEBUG".to_string(), json!("1"))]
+    );
     let trace = built(
         json!({"mode": "Hosted", "hostedConfig": {"model": "m"}}),
         &["--default-log-level=TRACE"],
     );
     assert_eq!(
         env_pairs(&container(&trace)),
-        vec![("OLLAMA_DEBUG".to_string(), json!("2"))]
+        vec![home(), ("OLLAMA_DEBUG".to_string(), json!("2"))]
     );
     let user = built(
         json!({"mode": "Hosted", "hostedConfig": {"model": "m"}, "container": {"env": [{"name": "OLLAMA_DEBUG", "value": "0"}]}}),
@@ -346,15 +354,15 @@ fn hosted_runs_ollama_with_a_pull_init_container() {
     );
     assert_eq!(
         env_pairs(&container(&user)),
-        vec![("OLLAMA_DEBUG".to_string(), json!("0"))],
+        vec![home(), ("OLLAMA_DEBUG".to_string(), json!("0"))],
         "the user's value wins"
     );
-    assert!(
+    assert_eq!(
         env_pairs(&container(&built(
             json!({"mode": "Hosted", "hostedConfig": {"model": "m"}}),
             &[]
-        )))
-        .is_empty()
+        ))),
+        vec![home()]
     );
 }
 
@@ -452,4 +460,46 @@ fn missing_images_are_clear_errors() {
         build(&hosted, &bare).expect_err("no image").reason,
         "NoImage"
     );
+}
+
+fn pod_spec(desired: &Desired) -> k8s_openapi::api::core::v1::PodSpec {
+    let template = desired.deployment.spec.as_ref().map(|s| &s.template);
+    template.and_then(|t| t.spec.clone()).expect("a pod spec")
+}
+
+#[test]
+fn every_pod_meets_the_restricted_pod_security_standard_unless_relaxed() {
+    use kaos_runtime::pod_security::restricted_violations;
+    let hosted = json!({"mode": "Hosted", "hostedConfig": {"model": "smollm2:135m"}});
+    for spec in [proxy(), hosted.clone()] {
+        let pod = pod_spec(&built(spec.clone(), &[]));
+        assert_eq!(restricted_violations(&pod), Vec::<String>::new(), "{spec}");
+        assert_eq!(pod.automount_service_account_token, Some(false));
+        let relaxed = pod_spec(&built(spec.clone(), &["--pod-security=baseline"]));
+        assert!(!restricted_violations(&relaxed).is_empty(), "{spec}");
+        assert_eq!(relaxed.security_context, None);
+    }
+    // Ollama finds its key and models in the data volume, for the pull and the server alike.
+    let pod = pod_spec(&built(hosted, &[]));
+    for c in pod
+        .containers
+        .iter()
+        .chain(pod.init_containers.iter().flatten())
+    {
+        let home = c.env.iter().flatten().find(|e| e.name == "HOME");
+        assert_eq!(
+            home.and_then(|e| e.value.as_deref()),
+            Some("/root"),
+            "{}",
+            c.name
+        );
+    }
+    // A user's podSpec still wins over the defaults.
+    let mut spec = proxy();
+    spec["podSpec"] = json!({"containers": [{"name": "model-api",
+        "securityContext": {"readOnlyRootFilesystem": false}}]});
+    let pod = pod_spec(&built(spec, &[]));
+    let context = pod.containers[0].security_context.clone().expect("kept");
+    assert_eq!(context.read_only_root_filesystem, Some(false));
+    assert_eq!(context.allow_privilege_escalation, Some(false));
 }
