@@ -518,6 +518,8 @@ def test_notes_say_what_was_installed_and_how_to_check_it():
                  release="prod")
     assert "prod-kaos-agent-controller" not in text and "logs deployment/prod-kaos-modelapi-controller" in text
     assert 'PrometheusRule: prod-kaos (labels {"release":"prom"})' in text
+    assert "Metrics: https, port 8443" in text and "ClusterRole prod-kaos-metrics-reader" in text
+    assert "Metrics: port 8080" in notes({"global": {"metrics": {"secure": False}}})
 
 
 def chart_readme():
