@@ -1,14 +1,15 @@
 //! The chart's default rendering (`deploy/`) on kaos-testkit with RBAC enforced: each controller
 //! binary runs under its own ServiceAccount's token, the quickstart reaches Ready (the RBAC is
 //! enough), and every rule the chart grants was used except the documented exceptions (the RBAC
-//! is minimal).
+//! is minimal). The controllers serve secure metrics, as the chart runs them, and are scraped by a
+//! ServiceAccount bound to the chart's reader role, which uses their review grants.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use kaos_api::agent::Agent;
 use kaos_api::modelapi::ModelAPI;
-use kaos_tests::processes::{ChartCluster, POLL, Scratch, apply_yaml};
+use kaos_tests::processes::{ChartCluster, POLL, Scratch, apply_yaml, client};
 use kaos_tests::repo_root;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
@@ -70,6 +71,20 @@ fn granted(objects: &[Value], service_account: &str) -> BTreeSet<(String, String
     grants
 }
 
+/// `GET /metrics` over HTTPS with `token`, as a ServiceMonitor with `insecureSkipVerify` scrapes
+/// the self-signed certificate: the body, or kube's error (a 401 or 403).
+async fn scrape_secure(scratch: &Scratch, port: u16, token: &str) -> Result<String, kube::Error> {
+    let path = scratch.0.join(format!("scrape-{port}.kubeconfig"));
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: scrape\nclusters:\n- name: c\n  cluster: {{server: \"https://127.0.0.1:{port}\", insecure-skip-tls-verify: true}}\nusers:\n- name: u\n  user: {{token: \"{token}\"}}\ncontexts:\n- name: scrape\n  context: {{cluster: c, user: u}}\n"
+    );
+    std::fs::write(&path, kubeconfig).expect("kubeconfig");
+    let request = http::Request::get("/metrics")
+        .body(Vec::new())
+        .expect("request");
+    client(&path).await.request_text(request).await
+}
+
 /// The requests of the controllers that RBAC denied.
 async fn denied(cluster: &ChartCluster) -> Vec<String> {
     cluster
@@ -89,7 +104,8 @@ async fn denied(cluster: &ChartCluster) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_charts_rbac_is_enough_and_minimal() {
     let scratch = Scratch::new("rbac");
-    let cluster = ChartCluster::start(&scratch, &[], 1, &[]).await;
+    // The chart passes --metrics-secure=true as an argument; these processes take its environment.
+    let cluster = ChartCluster::start(&scratch, &[], 1, &[("METRICS_SECURE", "true")]).await;
     let admin = cluster.admin.clone();
     let chart = cluster.chart.clone();
     let service_accounts: Vec<String> = cluster
@@ -183,6 +199,39 @@ async fn the_charts_rbac_is_enough_and_minimal() {
         }),
     )
     .await;
+    // A Prometheus bound to the chart's reader role scrapes every controller (the controllers
+    // review its token and access with the API server); an unbound ServiceAccount may not.
+    apply_yaml(&admin, "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: prometheus, namespace: kaos-system}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: prometheus-kaos-metrics}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: kaos-metrics-reader}\nsubjects:\n- {kind: ServiceAccount, name: prometheus, namespace: kaos-system}\n").await;
+    let mint = |service_account: &'static str| {
+        let admin = admin.clone();
+        async move {
+            let request = http::Request::post(format!(
+                "/kaos-testkit/tokens?namespace=kaos-system&serviceAccount={service_account}"
+            ))
+            .body(Vec::new())
+            .expect("request");
+            let minted: Value =
+                serde_json::from_str(&admin.request_text(request).await.expect("token"))
+                    .expect("json");
+            minted["token"].as_str().expect("token").to_string()
+        }
+    };
+    let (reader, stranger) = (mint("prometheus").await, mint("stranger").await);
+    for (binary, replicas) in &cluster.controllers {
+        let port = replicas[0].process.metrics_port;
+        let metrics = scrape_secure(&scratch, port, &reader)
+            .await
+            .unwrap_or_else(|e| panic!("{binary}: the reader's scrape failed: {e}"));
+        assert!(
+            metrics.contains("controller_runtime_reconcile_total"),
+            "{binary}: {metrics}"
+        );
+        match scrape_secure(&scratch, port, &stranger).await {
+            Err(kube::Error::Api(status)) => assert_eq!(status.code, 403, "{binary}"),
+            other => panic!("{binary}: an unbound ServiceAccount scraped: {other:?}"),
+        }
+    }
+
     // Long enough for every leader to renew its Lease at least once (the chart's retry period is 2 s).
     tokio::time::sleep(Duration::from_secs(3)).await;
 

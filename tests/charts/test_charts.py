@@ -47,8 +47,9 @@ def test_default_rendering():
     for crd in by_kind(objects, "CustomResourceDefinition"):
         assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
     expected = ["kaos-agent-controller", "kaos-mcpserver-controller", "kaos-modelapi-controller"]
-    for kind in ["Deployment", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "PodDisruptionBudget"]:
+    for kind in ["Deployment", "ServiceAccount", "ClusterRoleBinding", "PodDisruptionBudget"]:
         assert names(objects, kind) == expected, kind
+    assert names(objects, "ClusterRole") == sorted(expected + ["kaos-metrics-reader"])
     assert names(objects, "Role") == [f"{n}-leader-election" for n in expected]
     assert names(objects, "Service") == [f"{n}-metrics" for n in expected]
     assert names(objects, "ConfigMap") == ["kaos-mcp-runtimes"]
@@ -101,7 +102,13 @@ def test_each_controller_can_be_disabled_alone(disabled):
 
 def test_namespaced_mode_uses_roles_in_each_watched_namespace():
     objects = render({"global": {"watchNamespaces": ["team-a", "team-b"]}})
-    assert not by_kind(objects, "ClusterRole") and not by_kind(objects, "ClusterRoleBinding")
+    # Cluster-wide, only what secure metrics need: the reviews (cluster-scoped) and the reader role.
+    assert names(objects, "ClusterRole") == sorted([f"kaos-{c}-metrics-auth" for c in CONTROLLERS] + ["kaos-metrics-reader"])
+    for role in by_kind(objects, "ClusterRole"):
+        assert role["rules"] in (METRICS_AUTH_RULES, [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}])
+    assert names(objects, "ClusterRoleBinding") == sorted(f"kaos-{c}-metrics-auth" for c in CONTROLLERS)
+    plain = render({"global": {"watchNamespaces": ["team-a"], "metrics": {"secure": False}}})
+    assert not by_kind(plain, "ClusterRole") and not by_kind(plain, "ClusterRoleBinding")
     roles = [(r["metadata"]["namespace"], r["metadata"]["name"]) for r in by_kind(objects, "Role")]
     for ns in ["team-a", "team-b"]:
         for controller in CONTROLLERS:
@@ -109,6 +116,77 @@ def test_namespaced_mode_uses_roles_in_each_watched_namespace():
     for deployment in by_kind(objects, "Deployment"):
         env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
         assert env["WATCH_NAMESPACES"] == "team-a,team-b"
+
+
+METRICS_AUTH_RULES = [
+    {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+    {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+]
+
+
+def metrics_endpoint(deployment):
+    """(the metrics flags, container port, volume mounts) of a controller's Deployment."""
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    flags = [a for a in container["args"] if a.startswith("--metrics-")]
+    (port,) = [p["containerPort"] for p in container["ports"] if p["name"] == "metrics"]
+    return flags, port, container.get("volumeMounts"), pod.get("volumes")
+
+
+def test_metrics_are_secure_by_default():
+    objects = render({"global": {"serviceMonitor": {"enabled": True}}})
+    for deployment in by_kind(objects, "Deployment"):
+        assert metrics_endpoint(deployment) == (["--metrics-bind-address=:8443", "--metrics-secure=true"], 8443, None, None)
+    for service in by_kind(objects, "Service"):
+        assert service["spec"]["ports"] == [{"name": "metrics", "port": 8443, "targetPort": "metrics", "protocol": "TCP"}]
+    # Each controller may ask the API server who scrapes it, and nothing more than before.
+    for role in [r for r in by_kind(objects, "ClusterRole") if r["metadata"]["name"].endswith("-controller")]:
+        assert role["rules"][-2:] == METRICS_AUTH_RULES
+    (reader,) = [r for r in by_kind(objects, "ClusterRole") if r["metadata"]["name"] == "kaos-metrics-reader"]
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    assert "kaos-metrics-reader" not in names(objects, "ClusterRoleBinding"), "no reader is bound unless asked"
+    for monitor in by_kind(objects, "ServiceMonitor"):
+        (endpoint,) = monitor["spec"]["endpoints"]
+        assert endpoint == {"port": "metrics", "interval": "30s", "scheme": "https",
+                            "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+                            "tlsConfig": {"insecureSkipVerify": True}}
+
+
+def test_plain_metrics_when_secure_is_off():
+    objects = render({"global": {"metrics": {"secure": False}, "serviceMonitor": {"enabled": True}}})
+    for deployment in by_kind(objects, "Deployment"):
+        assert metrics_endpoint(deployment) == (["--metrics-bind-address=:8080"], 8080, None, None)
+    assert [s["spec"]["ports"][0]["port"] for s in by_kind(objects, "Service")] == [8080] * 3
+    assert names(objects, "ClusterRole") == [f"kaos-{c}" for c in sorted(CONTROLLERS)]
+    for role in by_kind(objects, "ClusterRole"):
+        assert not [r for r in role["rules"] if r in METRICS_AUTH_RULES]
+    for monitor in by_kind(objects, "ServiceMonitor"):
+        assert monitor["spec"]["endpoints"] == [{"port": "metrics", "interval": "30s"}]
+
+
+def test_a_metrics_certificate_secret_and_its_ca():
+    ca = {"secret": {"name": "kaos-metrics-cert", "key": "ca.crt"}}
+    objects = render({"global": {"metrics": {"certSecret": "kaos-metrics-cert"},
+                                 "serviceMonitor": {"enabled": True, "ca": ca}}})
+    for deployment in by_kind(objects, "Deployment"):
+        flags, port, mounts, volumes = metrics_endpoint(deployment)
+        assert flags == ["--metrics-bind-address=:8443", "--metrics-secure=true",
+                         "--metrics-cert-dir=/tmp/k8s-metrics-server/metrics-certs"]
+        assert mounts == [{"name": "metrics-certs", "mountPath": "/tmp/k8s-metrics-server/metrics-certs", "readOnly": True}]
+        assert volumes == [{"name": "metrics-certs", "secret": {"secretName": "kaos-metrics-cert"}}]
+    for monitor in by_kind(objects, "ServiceMonitor"):
+        (endpoint,) = monitor["spec"]["endpoints"]
+        name = monitor["metadata"]["name"]
+        # Verified: the CA, and the Service's name the certificate must carry.
+        assert endpoint["tlsConfig"] == {"serverName": f"{name}-metrics.kaos-system.svc", "ca": ca}
+
+
+def test_metrics_readers_are_bound_to_the_reader_role():
+    readers = [{"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}, {"kind": "Group", "name": "ops"}]
+    objects = render({"global": {"metrics": {"readers": readers}}}, release="prod")
+    (binding,) = [b for b in by_kind(objects, "ClusterRoleBinding") if b["metadata"]["name"] == "prod-kaos-metrics-reader"]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "prod-kaos-metrics-reader"}
+    assert binding["subjects"] == readers
 
 
 def test_the_reconcile_debounce_reaches_every_controller():
@@ -352,14 +430,14 @@ def test_two_releases_in_different_namespaces_do_not_collide():
     assert not first & second
     # Cluster-scoped objects have no namespace, and the dashboards share one (dashboards.namespace).
     shared = [(k, n) for k, _, n in second if k in CLUSTER_SCOPED or "dashboard" in n]
-    assert len(shared) == 8 and not {(k, n) for k, _, n in first} & set(shared)
+    assert len(shared) == 9 and not {(k, n) for k, _, n in first} & set(shared)
 
 
 def test_name_overrides():
     objects = render({**EVERYTHING, "global": {**EVERYTHING["global"], "fullnameOverride": "ops"},
                       "agent-controller": {"fullnameOverride": "agents", "controller": {"lease": "agents-lease"}}})
     assert names(objects, "Deployment") == ["agents", "ops-mcpserver-controller", "ops-modelapi-controller"]
-    assert names(objects, "ClusterRole") == ["agents", "ops-mcpserver-controller", "ops-modelapi-controller"]
+    assert names(objects, "ClusterRole") == ["agents", "ops-mcpserver-controller", "ops-metrics-reader", "ops-modelapi-controller"]
     assert "agents-metrics" in names(objects, "Service")
     assert names(objects, "PrometheusRule") == ["ops"]
     assert dict(container_env(deployments(objects)["agents"]))["LEADER_ELECTION_ID"] == "agents-lease"
@@ -386,6 +464,10 @@ BAD_VALUES = [
     ({"global": {"runAsUser": "root"}}, "/global/runAsUser"),
     ({"global": {"reconcileDebounce": "soon"}}, "/global/reconcileDebounce"),
     ({"modelapi-controller": {"tolerations": {"key": "x"}}}, "/tolerations"),
+    ({"global": {"metrics": {"secure": "yes"}}}, "/global/metrics/secure"),
+    ({"global": {"metrics": {"certSecrets": "x"}}}, "certSecrets"),
+    ({"global": {"metrics": {"readers": [{"kind": "Robot", "name": "x"}]}}}, "/global/metrics/readers/0/kind"),
+    ({"global": {"serviceMonitor": {"ca": {"secret": {"name": "x"}}}}}, "/global/serviceMonitor/ca/secret"),
 ]
 
 
@@ -399,7 +481,10 @@ def test_the_schema_rejects_unknown_keys_and_wrong_types(values, key):
 
 
 def test_every_value_set_in_the_tests_passes_the_schema_and_lint():
-    for values in [PLACEMENT, EVERYTHING, {"global": {"runAsUser": None, "runAsGroup": None}}]:
+    for values in [PLACEMENT, EVERYTHING, {"global": {"runAsUser": None, "runAsGroup": None}},
+                   {"global": {"metrics": {"secure": False}}},
+                   {"global": {"metrics": {"certSecret": "c", "readers": [{"kind": "Group", "name": "ops"}]},
+                               "serviceMonitor": {"enabled": True, "ca": {"configMap": {"name": "ca", "key": "ca.crt"}}}}}]:
         result = helm_python.lint(str(UMBRELLA), values, strict=True, kube_version="v1.33.0")
         assert not result.get("errors"), result
 
@@ -433,6 +518,8 @@ def test_notes_say_what_was_installed_and_how_to_check_it():
                  release="prod")
     assert "prod-kaos-agent-controller" not in text and "logs deployment/prod-kaos-modelapi-controller" in text
     assert 'PrometheusRule: prod-kaos (labels {"release":"prom"})' in text
+    assert "Metrics: https, port 8443" in text and "ClusterRole prod-kaos-metrics-reader" in text
+    assert "Metrics: port 8080" in notes({"global": {"metrics": {"secure": False}}})
 
 
 def chart_readme():
@@ -466,6 +553,10 @@ VARIATIONS = {
     "namespaced": {"global": {"watchNamespaces": ["team-a"]}},
     "gateway": {"global": {"gateway": {"enabled": True}}},
     "dashboards": {"dashboards": {"enabled": True}, "prometheusRule": {"enabled": True}},
+    "plain-metrics": {"global": {"metrics": {"secure": False}}},
+    "metrics-certificate": {"global": {"metrics": {"certSecret": "kaos-metrics-cert", "readers": [
+        {"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}]}}},
+    "namespaced-secure": {"global": {"watchNamespaces": ["team-a"], "metrics": {"readers": [{"kind": "Group", "name": "ops"}]}}},
 }
 
 

@@ -90,8 +90,9 @@ def test_install_establishes_crds_and_rolls_out_restricted_controllers(plane, re
     assert names(plane, f"{rbac}/rolebindings", labelSelector=INSTANCE) == [
         f"kaos-{c}-leader-election" for c in sorted(CONTROLLERS)]
     cluster_rbac = "/apis/rbac.authorization.k8s.io/v1"
-    assert names(plane, f"{cluster_rbac}/clusterroles", labelSelector=INSTANCE) == [
-        f"kaos-{c}" for c in sorted(CONTROLLERS)]
+    # With the controllers' roles, the chart's reader role for secure metrics (on by default).
+    assert names(plane, f"{cluster_rbac}/clusterroles", labelSelector=INSTANCE) == sorted(
+        [f"kaos-{c}" for c in CONTROLLERS] + ["kaos-metrics-reader"])
     bindings = plane.items(f"{cluster_rbac}/clusterrolebindings", labelSelector=INSTANCE)
     assert sorted(b["metadata"]["name"] for b in bindings) == [
         f"kaos-{c}" for c in sorted(CONTROLLERS)]
@@ -116,6 +117,11 @@ def test_install_establishes_crds_and_rolls_out_restricted_controllers(plane, re
     assert can_i(plane, "mcpserver-controller", "watch", "configmaps/kaos-mcp-runtimes",
                  "-n", NAMESPACE) == "yes"
     assert can_i(plane, "mcpserver-controller", "get", "secrets", "-n", NAMESPACE) == "no"
+    # Secure metrics: each controller may ask who scrapes it.
+    for controller in CONTROLLERS:
+        assert can_i(plane, controller, "create", "tokenreviews.authentication.k8s.io") == "yes"
+        assert can_i(plane, controller, "create",
+                     "subjectaccessreviews.authorization.k8s.io") == "yes"
 
 
 def test_namespace_really_enforces_restricted(plane, release):

@@ -46,6 +46,8 @@ def release(cluster):
     values = [f"{b}.replicas=0" for b in CONTROLLERS]
     values += [f"global.leaderElection.{k}={v}" for k, v in LEASE.items()]
     values += ["global.controllerLogFormat=text"]
+    # The tests read the replicas' metrics in plain HTTP; secure metrics: test_metrics_auth.py.
+    values += ["global.metrics.secure=false"]
     install_chart(cluster, NAMESPACE, *values)
     yield
     remove_chart(cluster, NAMESPACE)

@@ -18,6 +18,8 @@ pub mod index;
 pub mod leader;
 pub mod logging;
 pub mod metrics;
+pub mod metrics_auth;
+pub mod metrics_tls;
 pub mod pod_security;
 pub mod podspec;
 pub mod process;

@@ -310,14 +310,24 @@ where
     let metrics_address = bind_address(&args.metrics_bind_address).map_err(anyhow::Error::msg)?;
     let probe_address =
         bind_address(&args.health_probe_bind_address).map_err(anyhow::Error::msg)?;
+    let secure = if args.metrics_secure && metrics_address.is_some() {
+        Some(admin::SecureMetrics {
+            tls: crate::metrics_tls::server_config(&args.metrics_cert_source())?,
+            auth: Arc::new(crate::metrics_auth::MetricsAuth::new(client.clone())),
+        })
+    } else {
+        None
+    };
+    let secure_metrics = secure.is_some();
     let (bound, _admin) = admin::serve(
         metrics_address,
         probe_address,
         metrics.clone(),
         health.clone(),
+        secure,
     )
     .await?;
-    tracing::info!(controller = id.name, addresses = ?bound, "admin endpoints serving");
+    tracing::info!(controller = id.name, addresses = ?bound, secure_metrics, "admin endpoints serving");
 
     let (shutdown_tx, shutdown) = watch::channel(false);
     let (release_tx, release) = watch::channel(false);

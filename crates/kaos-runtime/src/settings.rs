@@ -3,10 +3,13 @@
 //! `kaos-contract.md` §3 that more than one controller reads.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::pod_security::PodSecurity;
 use clap::{ArgAction, Args, ValueEnum};
+
+use crate::metrics_tls::CertSource;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -20,6 +23,29 @@ pub struct RuntimeArgs {
     /// Where `/metrics` is served (`:8080` means every interface; `0` turns it off).
     #[arg(long, env = "METRICS_BIND_ADDRESS", default_value = ":8080")]
     pub metrics_bind_address: String,
+    /// Serve `/metrics` over HTTPS to callers whose bearer token the API server authenticates
+    /// (TokenReview) and allows to `get` `/metrics` (SubjectAccessReview), as controller-runtime's
+    /// `--metrics-secure`. Off by default, so local runs scrape plain HTTP; the Helm chart sets it.
+    #[arg(
+        long,
+        env = "METRICS_SECURE",
+        default_value_t = false,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        action = ArgAction::Set
+    )]
+    pub metrics_secure: bool,
+    /// Directory of the metrics server's certificate and key (e.g. a mounted cert-manager
+    /// Secret), re-read when they change; unset: a self-signed certificate made at start.
+    #[arg(long, env = "METRICS_CERT_DIR")]
+    pub metrics_cert_dir: Option<PathBuf>,
+    /// Certificate file (PEM, the chain) in `--metrics-cert-dir`.
+    #[arg(long, env = "METRICS_CERT_NAME", default_value = "tls.crt")]
+    pub metrics_cert_name: String,
+    /// Private key file (PEM) in `--metrics-cert-dir`.
+    #[arg(long, env = "METRICS_CERT_KEY", default_value = "tls.key")]
+    pub metrics_cert_key: String,
     /// Where `/healthz` and `/readyz` are served.
     #[arg(long, env = "HEALTH_PROBE_BIND_ADDRESS", default_value = ":8081")]
     pub health_probe_bind_address: String,
@@ -67,6 +93,20 @@ pub struct RuntimeArgs {
     /// This pod's namespace, the default Lease namespace.
     #[arg(long, env = "POD_NAMESPACE")]
     pub pod_namespace: Option<String>,
+}
+
+impl RuntimeArgs {
+    /// The certificate of secure metrics: the directory's files, else self-signed.
+    pub fn metrics_cert_source(&self) -> CertSource {
+        match &self.metrics_cert_dir {
+            Some(dir) => CertSource::Dir {
+                dir: dir.clone(),
+                cert: self.metrics_cert_name.clone(),
+                key: self.metrics_cert_key.clone(),
+            },
+            None => CertSource::SelfSigned,
+        }
+    }
 }
 
 /// Gateway API settings (all three controllers create HTTPRoutes).
@@ -182,6 +222,27 @@ mod tests {
             )
         );
         assert!(r.watch_namespaces.is_empty());
+        // Plain metrics unless asked (the chart asks).
+        assert!(!r.metrics_secure);
+        assert_eq!(r.metrics_cert_source(), CertSource::SelfSigned);
+        for (flags, secure) in [
+            (&["x", "--metrics-secure"][..], true),
+            (&["x", "--metrics-secure=true"][..], true),
+            (&["x", "--metrics-secure=false"][..], false),
+        ] {
+            let cli = <Cli as clap::Parser>::try_parse_from(flags).expect("flags parse");
+            assert_eq!(cli.runtime.metrics_secure, secure, "{flags:?}");
+        }
+        let cli = <Cli as clap::Parser>::try_parse_from(["x", "--metrics-cert-dir=/certs"])
+            .expect("flags parse");
+        assert_eq!(
+            cli.runtime.metrics_cert_source(),
+            CertSource::Dir {
+                dir: "/certs".into(),
+                cert: "tls.crt".into(),
+                key: "tls.key".into()
+            }
+        );
         let cli = <Cli as clap::Parser>::try_parse_from([
             "x",
             "--watch-namespace",

@@ -160,7 +160,7 @@ impl Auth {
         let namespace = if rt.namespaced { namespace } else { None };
         let allowed = rules_for(cluster, identity, namespace)
             .iter()
-            .any(|rule| rule_allows(rule, verb, &rt.group, &resource, name));
+            .any(|bound| rule_allows(&bound.rule, verb, &rt.group, &resource, name));
         if !allowed {
             return Err(ApiError::forbidden(
                 &identity.user,
@@ -178,6 +178,55 @@ impl Auth {
             namespace: namespace.unwrap_or("").to_string(),
         });
         Ok(())
+    }
+}
+
+/// What a SubjectAccessReview asks about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// A request on a resource (`spec.resourceAttributes`); `resource` may be `plural/sub`.
+    Resource {
+        namespace: Option<String>,
+        verb: String,
+        group: String,
+        resource: String,
+        name: Option<String>,
+    },
+    /// A request on a URL that is no resource, such as `/metrics` (`spec.nonResourceAttributes`).
+    NonResource { path: String, verb: String },
+}
+
+impl Auth {
+    /// Whether RBAC lets `identity` do `access`, as kube-apiserver's authorizers answer a
+    /// SubjectAccessReview: `Some(reason)` when allowed (the RBAC reason names the binding, role
+    /// and subject), `None` when no rule allows it. Records no grant: nobody made the request.
+    pub fn review_access(
+        &self,
+        cluster: &Cluster,
+        identity: &Identity,
+        access: &Access,
+    ) -> Option<String> {
+        if !self.enabled() || identity.is_admin() {
+            return Some(String::new());
+        }
+        let namespace = match access {
+            Access::Resource { namespace, .. } => namespace.as_deref(),
+            // Only ClusterRoles bound cluster-wide grant non-resource URLs.
+            Access::NonResource { .. } => None,
+        };
+        rules_for(cluster, identity, namespace)
+            .into_iter()
+            .find(|bound| match access {
+                Access::Resource {
+                    verb,
+                    group,
+                    resource,
+                    name,
+                    ..
+                } => rule_allows(&bound.rule, verb, group, resource, name.as_deref()),
+                Access::NonResource { path, verb } => url_rule_allows(&bound.rule, verb, path),
+            })
+            .map(|bound| format!("RBAC: allowed by {}", bound.because))
     }
 }
 
@@ -210,8 +259,28 @@ fn subject_matches(subject: &Value, identity: &Identity) -> bool {
     }
 }
 
+/// How kube's RBAC authorizer names a subject in its reasons (`ServiceAccount "sa/ns"`).
+fn describe_subject(subject: &Value) -> String {
+    let field = |f: &str| subject.get(f).and_then(Value::as_str).unwrap_or("");
+    match field("kind") {
+        "ServiceAccount" => format!(
+            "ServiceAccount \"{}/{}\"",
+            field("name"),
+            field("namespace")
+        ),
+        kind => format!("{kind} \"{}\"", field("name")),
+    }
+}
+
+/// A rule that applies to an identity, and why: `ClusterRoleBinding "b" of ClusterRole "r" to
+/// ServiceAccount "sa/ns"`, as kube-apiserver words it in SubjectAccessReview reasons.
+struct BoundRule {
+    rule: Value,
+    because: String,
+}
+
 /// The rules bound to `identity`: every ClusterRoleBinding, plus RoleBindings in `namespace`.
-fn rules_for(cluster: &Cluster, identity: &Identity, namespace: Option<&str>) -> Vec<Value> {
+fn rules_for(cluster: &Cluster, identity: &Identity, namespace: Option<&str>) -> Vec<BoundRule> {
     let rbac = "rbac.authorization.k8s.io";
     let list = |plural: &str, ns: &str| -> Vec<Value> {
         cluster
@@ -251,9 +320,9 @@ fn rules_for(cluster: &Cluster, identity: &Identity, namespace: Option<&str>) ->
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
-        if !subjects.iter().any(|s| subject_matches(s, identity)) {
+        let Some(subject) = subjects.iter().find(|s| subject_matches(s, identity)) else {
             continue;
-        }
+        };
         let kind = binding
             .pointer("/roleRef/kind")
             .and_then(Value::as_str)
@@ -262,9 +331,40 @@ fn rules_for(cluster: &Cluster, identity: &Identity, namespace: Option<&str>) ->
             .pointer("/roleRef/name")
             .and_then(Value::as_str)
             .unwrap_or("");
-        rules.extend(role_rules(kind, name, ns));
+        let binding_name = binding
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let because = if ns.is_empty() {
+            format!("ClusterRoleBinding \"{binding_name}\"")
+        } else {
+            format!("RoleBinding \"{binding_name}/{ns}\"")
+        };
+        let because = format!(
+            "{because} of {kind} \"{name}\" to {}",
+            describe_subject(subject)
+        );
+        rules.extend(
+            role_rules(kind, name, ns)
+                .into_iter()
+                .map(|rule| BoundRule {
+                    rule,
+                    because: because.clone(),
+                }),
+        );
     }
     rules
+}
+
+/// A rule's `nonResourceURLs` as kube matches them: exact, `*`, or a prefix ending in `*`.
+fn url_rule_allows(rule: &Value, verb: &str, path: &str) -> bool {
+    let verbs = strings(rule.get("verbs"));
+    let urls = strings(rule.get("nonResourceURLs"));
+    verbs.iter().any(|v| v == "*" || v == verb)
+        && urls.iter().any(|url| match url.strip_suffix('*') {
+            Some(prefix) => path.starts_with(prefix),
+            None => url == path,
+        })
 }
 
 fn rule_allows(rule: &Value, verb: &str, group: &str, resource: &str, name: Option<&str>) -> bool {
@@ -330,5 +430,14 @@ mod tests {
         ));
         let star = json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]});
         assert!(rule_allows(&star, "watch", "kaos.tools", "agents", None));
+        let metrics = json!({"nonResourceURLs": ["/metrics"], "verbs": ["get"]});
+        assert!(url_rule_allows(&metrics, "get", "/metrics"));
+        assert!(!url_rule_allows(&metrics, "post", "/metrics"));
+        assert!(!url_rule_allows(&metrics, "get", "/metrics/x"));
+        assert!(!rule_allows(&metrics, "get", "", "metrics", None));
+        let prefix = json!({"nonResourceURLs": ["/debug/*"], "verbs": ["*"]});
+        assert!(url_rule_allows(&prefix, "get", "/debug/pprof"));
+        assert!(!url_rule_allows(&prefix, "get", "/metrics"));
+        assert!(!url_rule_allows(&rule, "get", "/metrics"));
     }
 }

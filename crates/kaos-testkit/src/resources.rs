@@ -23,6 +23,9 @@ pub struct ResourceType {
     pub tracks_generation: bool,
     /// Has a `/scale` subresource (an `autoscaling/v1` Scale over `spec.replicas`).
     pub has_scale: bool,
+    /// A review (TokenReview, SubjectAccessReview): only `create`, answered from the tokens and
+    /// RBAC (http/review.rs), never stored.
+    pub review: bool,
     /// Admission schema of a custom resource.
     pub schema: Option<Arc<CrdSchema>>,
     /// `additionalPrinterColumns` of a custom resource.
@@ -48,6 +51,9 @@ impl ResourceType {
     }
 
     pub fn verbs(&self) -> Vec<&'static str> {
+        if self.review {
+            return vec!["create"];
+        }
         let all = [
             "create",
             "delete",
@@ -236,6 +242,27 @@ const BUILTINS: &[Builtin] = &[
         true,
         true,
     ),
+    // Reviews: kube-apiserver's delegated authentication and authorization.
+    builtin(
+        "authentication.k8s.io",
+        "v1",
+        "TokenReview",
+        "tokenreviews",
+        false,
+        &[],
+        false,
+        false,
+    ),
+    builtin(
+        "authorization.k8s.io",
+        "v1",
+        "SubjectAccessReview",
+        "subjectaccessreviews",
+        false,
+        &[],
+        false,
+        false,
+    ),
     builtin(
         "events.k8s.io",
         "v1",
@@ -276,6 +303,7 @@ pub fn builtins() -> Vec<ResourceType> {
             has_status: b.has_status,
             tracks_generation: b.tracks_generation,
             has_scale: b.plural == "deployments",
+            review: b.plural.ends_with("reviews"),
             schema: None,
             printer_columns: vec![],
             crd: None,
@@ -353,6 +381,7 @@ pub fn from_crd(crd: &Value) -> Result<Vec<ResourceType>, String> {
             has_status: version.pointer("/subresources/status").is_some(),
             tracks_generation: true,
             has_scale: false,
+            review: false,
             schema,
             printer_columns: version
                 .get("additionalPrinterColumns")

@@ -216,6 +216,11 @@ pub fn openapi_group(cluster: &Cluster, group: &str, version: &str) -> Option<Va
         } else {
             format!("{prefix}/{}", rt.plural)
         };
+        if rt.review {
+            // Reviews are only created, as in kube-apiserver's documents.
+            paths.insert(base, json!({"post": operation("post", &write_params)}));
+            continue;
+        }
         paths.insert(
             base.clone(),
             json!({

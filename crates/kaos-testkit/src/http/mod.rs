@@ -3,6 +3,7 @@
 
 mod discovery;
 pub mod path;
+mod review;
 mod scale;
 mod table;
 mod token;
@@ -199,6 +200,14 @@ async fn serve(
                 Some(Fault::Error(e)) => return error_response(&e),
                 Some(Fault::Delay(d)) => tokio::time::sleep(d).await,
                 None => {}
+            }
+            if rt.review {
+                let reviewed = parse_body(headers, body)
+                    .and_then(|b| review::serve(cluster, &server.auth, method, &b, &rt));
+                return match reviewed {
+                    Ok((status, value)) => json_response(status, value),
+                    Err(e) => error_response(&e),
+                };
             }
             if sub == Some("token") && rt.group.is_empty() && rt.plural == "serviceaccounts" {
                 let minted = parse_body(headers, body).and_then(|b| {

@@ -91,11 +91,30 @@ annotations:
 {{- end }}
 {{- end -}}
 
+{{/* What secure metrics need of the API server: reviewing who scrapes (global.metrics.secure). */}}
+{{- define "kaos-lib.metricsAuthRules" -}}
+# Secure metrics: the scraper's token is checked with a TokenReview, its access to /metrics with a
+# SubjectAccessReview.
+- apiGroups: ["authentication.k8s.io"]
+  resources: ["tokenreviews"]
+  verbs: ["create"]
+- apiGroups: ["authorization.k8s.io"]
+  resources: ["subjectaccessreviews"]
+  verbs: ["create"]
+{{- end -}}
+
+{{/* Where a global.metrics.certSecret is mounted (controller-runtime's usual path). */}}
+{{- define "kaos-lib.metricsCertDir" -}}
+/tmp/k8s-metrics-server/metrics-certs
+{{- end -}}
+
 {{- define "kaos-lib.controller" -}}
 {{- $root := .root -}}
 {{- $global := $root.Values.global -}}
 {{- $fullname := include "kaos-lib.fullname" $root -}}
 {{- $watch := $global.watchNamespaces | default list -}}
+{{- $secure := $global.metrics.secure -}}
+{{- $metricsPort := ternary 8443 8080 $secure -}}
 {{- $serviceAccountAnnotations := merge (dict) ($root.Values.serviceAccount.annotations | default dict) ($global.serviceAccount.annotations | default dict) -}}
 apiVersion: v1
 kind: ServiceAccount
@@ -139,6 +158,33 @@ subjects:
     namespace: {{ $root.Release.Namespace }}
 ---
 {{- end }}
+{{- if $secure }}
+# The reviews are cluster-scoped: a ClusterRole even in namespaced mode, granting nothing else.
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: {{ $fullname }}-metrics-auth
+  labels:
+    {{- include "kaos-lib.labels" $root | nindent 4 }}
+rules:
+  {{- include "kaos-lib.metricsAuthRules" $root | nindent 2 }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: {{ $fullname }}-metrics-auth
+  labels:
+    {{- include "kaos-lib.labels" $root | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: {{ $fullname }}-metrics-auth
+subjects:
+  - kind: ServiceAccount
+    name: {{ $fullname }}
+    namespace: {{ $root.Release.Namespace }}
+---
+{{- end }}
 {{- else }}
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
@@ -148,6 +194,9 @@ metadata:
     {{- include "kaos-lib.labels" $root | nindent 4 }}
 rules:
   {{- toYaml $root.Values.rbac.rules | nindent 2 }}
+  {{- if $secure }}
+  {{- include "kaos-lib.metricsAuthRules" $root | nindent 2 }}
+  {{- end }}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
@@ -259,7 +308,13 @@ spec:
           image: {{ include "kaos-lib.image" $root }}
           imagePullPolicy: {{ $root.Values.controller.image.pullPolicy | default "IfNotPresent" }}
           args:
-            - --metrics-bind-address=:8080
+            - --metrics-bind-address=:{{ $metricsPort }}
+            {{- if $secure }}
+            - --metrics-secure=true
+            {{- if $global.metrics.certSecret }}
+            - --metrics-cert-dir={{ include "kaos-lib.metricsCertDir" $root }}
+            {{- end }}
+            {{- end }}
             - --health-probe-bind-address=:8081
             - --leader-elect={{ $root.Values.leaderElection.enabled }}
             {{- with concat ($global.extraArgs | default list) ($root.Values.extraArgs | default list) }}
@@ -323,7 +378,7 @@ spec:
             {{- end }}
           ports:
             - name: metrics
-              containerPort: 8080
+              containerPort: {{ $metricsPort }}
               protocol: TCP
             - name: health
               containerPort: 8081
@@ -348,6 +403,18 @@ spec:
             runAsNonRoot: true
             capabilities:
               drop: ["ALL"]
+          {{- if and $secure $global.metrics.certSecret }}
+          volumeMounts:
+            - name: metrics-certs
+              mountPath: {{ include "kaos-lib.metricsCertDir" $root }}
+              readOnly: true
+          {{- end }}
+      {{- if and $secure $global.metrics.certSecret }}
+      volumes:
+        - name: metrics-certs
+          secret:
+            secretName: {{ $global.metrics.certSecret }}
+      {{- end }}
 ---
 apiVersion: v1
 kind: Service
@@ -362,7 +429,7 @@ spec:
     {{- include "kaos-lib.selector" $root | nindent 4 }}
   ports:
     - name: metrics
-      port: 8080
+      port: {{ $metricsPort }}
       targetPort: metrics
       protocol: TCP
 {{- if gt (int $root.Values.replicas) 1 }}
@@ -399,5 +466,18 @@ spec:
   endpoints:
     - port: metrics
       interval: {{ $global.serviceMonitor.interval }}
+      {{- if $secure }}
+      # Prometheus presents its ServiceAccount's token; bind it to <prefix>-metrics-reader.
+      scheme: https
+      bearerTokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token
+      tlsConfig:
+        {{- with $global.serviceMonitor.ca }}
+        serverName: {{ $fullname }}-metrics.{{ $root.Release.Namespace }}.svc
+        ca:
+          {{- toYaml . | nindent 10 }}
+        {{- else }}
+        insecureSkipVerify: true
+        {{- end }}
+      {{- end }}
 {{- end }}
 {{- end -}}
