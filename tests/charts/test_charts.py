@@ -362,6 +362,21 @@ def test_controller_log_level_and_concurrency():
     assert (env["kaos-mcpserver-controller"]["CONTROLLER_LOG_LEVEL"], env["kaos-mcpserver-controller"]["MAX_CONCURRENT_RECONCILES"]) == ("trace", "2")
 
 
+def test_generated_pods_are_restricted_unless_a_kind_is_relaxed():
+    env = {name: dict(container_env(d)) for name, d in deployments(render()).items()}
+    assert {name: e["POD_SECURITY"] for name, e in env.items()} == {
+        "kaos-agent-controller": "restricted", "kaos-modelapi-controller": "restricted",
+        "kaos-mcpserver-controller": "restricted"}
+    values = {"modelapi-controller": {"podSecurity": "baseline"}}
+    env = {name: dict(container_env(d)) for name, d in deployments(render(values)).items()}
+    assert env["kaos-modelapi-controller"]["POD_SECURITY"] == "baseline"
+    assert env["kaos-agent-controller"]["POD_SECURITY"] == "restricted"
+    values = {"global": {"podSecurity": "baseline"}, "agent-controller": {"podSecurity": "restricted"}}
+    env = {name: dict(container_env(d)) for name, d in deployments(render(values)).items()}
+    assert env["kaos-agent-controller"]["POD_SECURITY"] == "restricted"
+    assert env["kaos-mcpserver-controller"]["POD_SECURITY"] == "baseline"
+
+
 def test_monitoring_objects_take_extra_labels_and_annotations():
     objects = render({
         "global": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}, "annotations": {"a": "global"}}},
@@ -468,6 +483,8 @@ BAD_VALUES = [
     ({"global": {"metrics": {"certSecrets": "x"}}}, "certSecrets"),
     ({"global": {"metrics": {"readers": [{"kind": "Robot", "name": "x"}]}}}, "/global/metrics/readers/0/kind"),
     ({"global": {"serviceMonitor": {"ca": {"secret": {"name": "x"}}}}}, "/global/serviceMonitor/ca/secret"),
+    ({"global": {"podSecurity": "privileged"}}, "/global/podSecurity"),
+    ({"agent-controller": {"podSecurity": "none"}}, "/podSecurity"),
 ]
 
 

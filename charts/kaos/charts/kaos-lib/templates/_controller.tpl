@@ -363,6 +363,8 @@ spec:
             {{- end }}
             - name: DEFAULT_LOG_LEVEL
               value: {{ $global.logLevel | quote }}
+            - name: POD_SECURITY
+              value: {{ $root.Values.podSecurity | default $global.podSecurity | default "restricted" | quote }}
             {{- if $global.telemetry.enabled }}
             - name: DEFAULT_TELEMETRY_ENABLED
               value: "true"
