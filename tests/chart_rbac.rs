@@ -148,13 +148,13 @@ async fn the_charts_rbac_is_enough_and_minimal() {
     }
 
     // Exercise the remaining grants: hiding an agent deletes its Service; a Proxy→Hosted switch
-    // deletes the LiteLLM ConfigMap.
+    // deletes the LiteLLM ConfigMap and the Secret holding the inline API key.
     let hide = serde_json::json!({"spec": {"agentNetwork": {"expose": false}}});
     agents
         .patch("worker", &PatchParams::default(), &Patch::Merge(&hide))
         .await
         .expect("patch");
-    apply_yaml(&admin, "apiVersion: kaos.tools/v1alpha1\nkind: ModelAPI\nmetadata: {name: switch, namespace: default}\nspec: {mode: Proxy, proxyConfig: {models: ['*']}}\n").await;
+    apply_yaml(&admin, "apiVersion: kaos.tools/v1alpha1\nkind: ModelAPI\nmetadata: {name: switch, namespace: default}\nspec: {mode: Proxy, proxyConfig: {models: ['*'], apiKey: {value: sk-rbac}}}\n").await;
     let wait_until =
         |what: &'static str, check: Box<dyn Fn(Option<ModelAPI>, Option<Agent>) -> bool>| {
             let (model_apis, agents) = (model_apis.clone(), agents.clone());

@@ -13,8 +13,13 @@ pub const DESIRED_HASH_ANNOTATION: &str = "kaos.tools/desired-hash";
 
 /// Stamps `desired` with the hash of its content and returns the hash.
 pub fn stamp_desired_hash<K: Resource + Serialize>(desired: &mut K) -> String {
+    stamp_with(desired, stable_hash)
+}
+
+/// Stamps `desired` with a hash computed by `hash` (a one-way one for Secrets).
+pub fn stamp_with<K: Resource + Serialize>(desired: &mut K, hash: fn(&K) -> String) -> String {
     desired.annotations_mut().remove(DESIRED_HASH_ANNOTATION);
-    let hash = stable_hash(&*desired);
+    let hash = hash(&*desired);
     desired
         .annotations_mut()
         .insert(DESIRED_HASH_ANNOTATION.into(), hash.clone());

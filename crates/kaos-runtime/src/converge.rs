@@ -16,7 +16,7 @@ use std::fmt::{self, Debug};
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::core::{DynamicObject, PartialObjectMeta};
@@ -25,11 +25,12 @@ use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::children::{controlled_by, is_current, stamp_desired_hash};
+use crate::children::{controlled_by, is_current, stamp_desired_hash, stamp_with};
 use crate::deployment_view::DeploymentView;
 use crate::drift::covers;
 use crate::error::{ReconcileError, Step, StepExt};
 use crate::expectations::{Expectations, Key, Observed, Verdict};
+use crate::podspec::secret_hash;
 use crate::workload::http_route_resource;
 
 /// The kinds of child a workload can have.
@@ -38,6 +39,7 @@ pub enum ChildKind {
     Deployment,
     Service,
     ConfigMap,
+    Secret,
     HttpRoute,
 }
 
@@ -47,6 +49,7 @@ impl ChildKind {
             ChildKind::Deployment => "Deployment",
             ChildKind::Service => "Service",
             ChildKind::ConfigMap => "ConfigMap",
+            ChildKind::Secret => "Secret",
             ChildKind::HttpRoute => "HTTPRoute",
         }
     }
@@ -58,6 +61,7 @@ pub enum Child {
     Deployment(Box<Deployment>),
     Service(Box<Service>),
     ConfigMap(Box<ConfigMap>),
+    Secret(Box<Secret>),
     HttpRoute(Box<DynamicObject>),
 }
 
@@ -67,6 +71,7 @@ impl Child {
             Child::Deployment(_) => ChildKind::Deployment,
             Child::Service(_) => ChildKind::Service,
             Child::ConfigMap(_) => ChildKind::ConfigMap,
+            Child::Secret(_) => ChildKind::Secret,
             Child::HttpRoute(_) => ChildKind::HttpRoute,
         }
     }
@@ -165,6 +170,8 @@ pub struct Children {
     pub services: Store<PartialObjectMeta<Service>>,
     /// None for kinds without ConfigMaps.
     pub config_maps: Option<Store<ConfigMap>>,
+    /// Metadata only, so no secret value is ever cached; None for kinds without Secrets.
+    pub secrets: Option<Store<PartialObjectMeta<Secret>>>,
     /// None when the Gateway API is neither enabled nor installed.
     pub routes: Option<Store<DynamicObject>>,
     pub expectations: Arc<Expectations>,
@@ -200,6 +207,10 @@ impl Children {
                     Some(store) => self.apply(parent, kind, store, *c).await?,
                     None => Applied::Unchanged,
                 },
+                Child::Secret(s) => match &self.secrets {
+                    Some(store) => self.apply(parent, kind, store, *s).await?,
+                    None => Applied::Unchanged,
+                },
                 Child::HttpRoute(r) => match &self.routes {
                     Some(store) => self.apply(parent, kind, store, *r).await?,
                     None => Applied::Unchanged,
@@ -225,6 +236,10 @@ impl Children {
                 }
                 ChildKind::ConfigMap => match &self.config_maps {
                     Some(store) => self.delete::<ConfigMap>(parent, kind, store, &name).await?,
+                    None => false,
+                },
+                ChildKind::Secret => match &self.secrets {
+                    Some(store) => self.delete::<Secret>(parent, kind, store, &name).await?,
                     None => false,
                 },
                 ChildKind::HttpRoute => match &self.routes {
@@ -254,7 +269,7 @@ impl Children {
     where
         K: ChildResource,
     {
-        let hash = stamp_desired_hash(&mut desired);
+        let hash = K::stamp(&mut desired);
         let name = desired.name_any();
         let namespace = parent.namespace;
         let key = (kind.as_str(), namespace.to_string(), name.clone());
@@ -462,6 +477,10 @@ pub trait ChildResource:
     fn content_version(meta: &ObjectMeta) -> Option<String> {
         meta.resource_version.clone()
     }
+    /// Stamps the desired object with the hash of its content (see `children`).
+    fn stamp(desired: &mut Self) -> String {
+        stamp_desired_hash(desired)
+    }
     fn api(client: &kube::Client, namespace: &str) -> Api<Self>;
     fn child_ref(name: &str, namespace: &str) -> ObjectRef<Self::Cached>;
 }
@@ -498,6 +517,21 @@ impl ChildResource for ConfigMap {
         Api::namespaced(client.clone(), namespace)
     }
     fn child_ref(name: &str, namespace: &str) -> ObjectRef<ConfigMap> {
+        ObjectRef::new(name).within(namespace)
+    }
+}
+
+impl ChildResource for Secret {
+    type Cached = PartialObjectMeta<Secret>;
+    const CACHED_WHOLE: bool = false;
+    /// One-way: the stamp is on the object, its content is a secret.
+    fn stamp(desired: &mut Self) -> String {
+        stamp_with(desired, secret_hash)
+    }
+    fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
+        Api::namespaced(client.clone(), namespace)
+    }
+    fn child_ref(name: &str, namespace: &str) -> ObjectRef<PartialObjectMeta<Secret>> {
         ObjectRef::new(name).within(namespace)
     }
 }

@@ -102,6 +102,20 @@ fn merge_keyed(
     Ok(())
 }
 
+/// A hash of a value derived from a Secret, for annotations: the first 16 bytes of SHA-256 over
+/// its JSON with sorted keys, as hex. Unlike [`stable_hash`] it is one-way, so an annotation
+/// tells nothing usable about the secret (as Helm's `checksum/secret` annotations).
+pub fn secret_hash<T: serde::Serialize>(value: &T) -> String {
+    let json = serde_json::to_value(value).unwrap_or(Value::Null);
+    let mut text = String::new();
+    canonical(&json, &mut text);
+    let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
+    digest.as_ref()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// A deterministic hash of a value: FNV-1a (64 bit) over its JSON with sorted keys, as 16 hex
 /// digits. Stable across processes and versions, so it never causes a rollout by itself.
 pub fn stable_hash<T: serde::Serialize>(value: &T) -> String {

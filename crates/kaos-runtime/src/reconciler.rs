@@ -17,7 +17,7 @@ use std::time::Duration;
 use crate::deployment_view::DeploymentView;
 use futures::future::BoxFuture;
 use futures::{FutureExt, Stream, StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::api::{Api, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{self, Action};
@@ -71,6 +71,8 @@ impl<K> Primary for K where
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ChildKinds {
     pub config_maps: bool,
+    /// Secrets the controller writes (a ModelAPI's inline API key), cached as metadata only.
+    pub secrets: bool,
     pub routes: bool,
 }
 
@@ -159,6 +161,15 @@ where
         synced.push(ready(&store));
         config_maps = Some(store);
     }
+    let mut secrets = None;
+    if kinds.secrets {
+        let (store, events) =
+            stores::cache::<PartialObjectMeta<Secret>>(client, namespace, selector);
+        let events = events.inspect_ok(forget_deleted(&expectations, ChildKind::Secret));
+        controller = controller.owns_stream(events.touched_objects());
+        synced.push(ready(&store));
+        secrets = Some(store);
+    }
     let mut routes = None;
     if kinds.routes {
         let resource = http_route_resource();
@@ -175,6 +186,7 @@ where
             deployments,
             services,
             config_maps,
+            secrets,
             routes,
             expectations,
         },

@@ -68,6 +68,7 @@ async fn setup() -> Setup {
         deployments: reflector::store().0,
         services: reflector::store().0,
         config_maps: Some(config_maps),
+        secrets: None,
         routes: None,
         expectations: Arc::default(),
     };
@@ -294,6 +295,7 @@ async fn status_is_written_once_per_change_and_dropped_fields_go() {
         deployments: reflector::store().0,
         services: reflector::store().0,
         config_maps: None,
+        secrets: None,
         routes: None,
         expectations: Arc::default(),
     };

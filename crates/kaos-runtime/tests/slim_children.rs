@@ -69,6 +69,7 @@ impl Setup {
             deployments: self.deployment_cache.clone(),
             services: self.service_cache.clone(),
             config_maps: None,
+            secrets: None,
             routes: None,
             expectations: Arc::default(),
         }

@@ -124,6 +124,9 @@ pub fn render(documents: &[Value]) -> anyhow::Result<Rendered> {
                 if let Some(config_map) = desired.config_map {
                     push(&mut rendered.objects, config_map);
                 }
+                if let Some(secret) = desired.api_key_secret {
+                    push(&mut rendered.objects, secret);
+                }
                 push_children(
                     &mut rendered.objects,
                     WorkloadChildren {

@@ -22,6 +22,7 @@ pub const PHASES: &[&str] = &["Pending", "Ready", "Failed"];
 pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
     let kinds = ChildKinds {
         config_maps: false,
+        secrets: false,
         routes: watch_routes(&runtime, settings.gateway.gateway_api_enabled).await,
     };
     let (mut synced, mut main_stores, mut controllers) = (Vec::new(), Vec::new(), Vec::new());

@@ -1,16 +1,17 @@
 //! ModelAPI spec (+ operator settings) → the children that serve it. Pure: no IO.
 
+use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
-    EnvVarSource, HTTPGetAction, KeyToPath, PodSpec, Probe, SecretKeySelector, SecretVolumeSource,
-    Service, Volume, VolumeMount,
+    EnvVarSource, HTTPGetAction, KeyToPath, PodSpec, Probe, Secret, SecretKeySelector,
+    SecretVolumeSource, Service, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kaos_api::modelapi::{ModelAPI, ModelAPIMode, ProxyConfig};
 use kaos_runtime::pod_security::secure_pod;
-use kaos_runtime::podspec::{merge_pod_spec, stable_hash};
+use kaos_runtime::podspec::{merge_pod_spec, secret_hash, stable_hash};
 use kaos_runtime::workload::{
     Workload, apply_container_override, env, image, log_level, merge_telemetry, owner_of,
     with_user_env,
@@ -26,6 +27,11 @@ pub const OLLAMA_PORT: i32 = 11434;
 pub const CONTAINER: &str = "model-api";
 /// Pod-template annotation: the hash of the LiteLLM config the pods mount.
 pub const CONFIG_HASH_ANNOTATION: &str = "kaos.tools/config-hash";
+/// Pod-template annotation: a one-way hash of an inline API key, so a new key rolls the pods
+/// (they read it from the owned Secret, which does not restart them by itself).
+pub const API_KEY_HASH_ANNOTATION: &str = "kaos.tools/api-key-hash";
+/// The key of the owned Secret holding an inline `apiKey.value`.
+pub const API_KEY_SECRET_KEY: &str = "api-key";
 const CONFIG_DIR: &str = "/etc/litellm";
 const CONFIG_KEY: &str = "config.yaml";
 const OLLAMA_DATA: &str = "/root/.ollama";
@@ -51,6 +57,9 @@ pub struct Desired {
     pub service: Service,
     /// The generated or inline LiteLLM config (Proxy without `fromSecretKeyRef`).
     pub config_map: Option<ConfigMap>,
+    /// The owned Secret holding an inline `proxyConfig.apiKey.value`, which the pods read
+    /// through `secretKeyRef`: the key never appears in the Deployment.
+    pub api_key_secret: Option<Secret>,
     pub http_route: Option<DynamicObject>,
     pub endpoint: String,
     /// Set when `spec.telemetry` asks for something Hosted mode cannot do.
@@ -63,6 +72,16 @@ pub fn deployment_name(name: &str) -> String {
 
 pub fn config_map_name(name: &str) -> String {
     format!("litellm-config-{name}")
+}
+
+pub fn api_key_secret_name(name: &str) -> String {
+    format!("modelapi-{name}-api-key")
+}
+
+/// The inline API key of a Proxy ModelAPI, if it has one.
+fn inline_api_key(m: &ModelAPI) -> Option<&str> {
+    let proxy = m.spec.proxy_config.as_ref()?;
+    proxy.api_key.as_ref()?.value.as_deref()
 }
 
 /// The labels of every child; also the selector.
@@ -109,22 +128,25 @@ fn litellm_log(level: &str) -> String {
     }
 }
 
-fn api_key_env(proxy: &ProxyConfig) -> Option<EnvVar> {
+/// `PROXY_API_KEY` from a Secret or ConfigMap key: the user's reference, or for an inline value
+/// the owned Secret holding it.
+fn api_key_env(name: &str, proxy: &ProxyConfig) -> Option<EnvVar> {
     let key = proxy.api_key.as_ref()?;
-    if let Some(value) = &key.value {
-        return Some(env("PROXY_API_KEY", value.clone()));
-    }
-    let from = key.value_from.as_ref()?;
-    let source = if let Some(secret) = &from.secret_key_ref {
-        EnvVarSource {
-            secret_key_ref: Some(secret.clone()),
+    let source = match (&key.value, &key.value_from) {
+        (Some(_), _) => EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: api_key_secret_name(name),
+                key: API_KEY_SECRET_KEY.into(),
+                optional: None,
+            }),
             ..Default::default()
-        }
-    } else {
-        EnvVarSource {
+        },
+        (None, Some(from)) => EnvVarSource {
+            secret_key_ref: from.secret_key_ref.clone(),
             config_map_key_ref: from.config_map_key_ref.clone(),
             ..Default::default()
-        }
+        },
+        (None, None) => return None,
     };
     Some(EnvVar {
         name: "PROXY_API_KEY".into(),
@@ -156,7 +178,7 @@ fn proxy_pod(
     if let Some(base) = proxy.api_base.as_deref().filter(|b| !b.is_empty()) {
         generated.push(env("PROXY_API_BASE", base));
     }
-    generated.extend(api_key_env(proxy));
+    generated.extend(api_key_env(&name, proxy));
     let user_at = generated.len();
     generated.push(env(
         "LITELLM_LOG",
@@ -394,10 +416,39 @@ pub fn build(m: &ModelAPI, settings: &Settings) -> Result<Desired, BuildError> {
             annotations.insert(CONFIG_HASH_ANNOTATION.into(), stable_hash(text));
         }
     }
+    let api_key_secret = inline_api_key(m).map(|key| {
+        // The key is in the Secret, not the pod spec: its hash rolls the pods when it changes.
+        let template = deployment
+            .spec
+            .as_mut()
+            .and_then(|s| s.template.metadata.as_mut());
+        if let Some(annotations) = template.and_then(|m| m.annotations.as_mut()) {
+            annotations.insert(API_KEY_HASH_ANNOTATION.into(), secret_hash(&key));
+        }
+        Secret {
+            metadata: ObjectMeta {
+                name: Some(api_key_secret_name(&name)),
+                namespace: Some(namespace.clone()),
+                labels: Some(labels(&name)),
+                owner_references: Some(vec![owner_of(m)]),
+                ..Default::default()
+            },
+            type_: Some("Opaque".into()),
+            data: Some(
+                [(
+                    API_KEY_SECRET_KEY.to_string(),
+                    ByteString(key.as_bytes().to_vec()),
+                )]
+                .into(),
+            ),
+            ..Default::default()
+        }
+    });
     Ok(Desired {
         deployment,
         service: workload.service(),
         config_map,
+        api_key_secret,
         http_route: workload.http_route(
             "modelapi",
             &name,

@@ -39,10 +39,16 @@ pub fn generate(proxy: &ProxyConfig, telemetry: bool) -> String {
 /// Checks a user's config: valid YAML whose every `model_list[].model_name` is allowed by
 /// `models` (exact, `provider/*` or `*`).
 pub fn validate(text: &str, models: &[String]) -> Result<(), BuildError> {
+    // Only the position: the parser's message quotes the text around the error, which may be a
+    // key the user pasted into the config.
     let config: Value = serde_saphyr::from_str(text).map_err(|e| {
+        let at = e
+            .location()
+            .map(|l| format!(" at line {}, column {}", l.line(), l.column()))
+            .unwrap_or_default();
         BuildError::new(
             "InvalidConfigYaml",
-            format!("spec.proxyConfig.configYaml.fromString is not valid YAML: {e}"),
+            format!("spec.proxyConfig.configYaml.fromString is not valid YAML{at}"),
         )
     })?;
     let entries = config
@@ -143,5 +149,15 @@ mod tests {
         );
         let err = validate("model_list: [", &allowed).expect_err("bad yaml");
         assert_eq!(err.reason, "InvalidConfigYaml");
+        // The error names the place, never the text around it (a pasted key, say).
+        let leaky =
+            "model_list:\n  - model_name: a\n    litellm_params: {api_key: sk-SECRET, model: [}\n";
+        let err = validate(leaky, &allowed).expect_err("bad yaml");
+        assert!(!err.message.contains("SECRET"), "{}", err.message);
+        assert!(
+            err.message.contains(" at line 3, column "),
+            "{}",
+            err.message
+        );
     }
 }

@@ -28,7 +28,8 @@ pub fn error_policy(m: Arc<ModelAPI>, error: &ReconcileError, ctx: Arc<Context>)
     ctx.core.retry_after_error(m.as_ref(), error)
 }
 
-/// The ConfigMap (or its absence), then the workload's children.
+/// The ConfigMap and the API key Secret (or their absence), then the workload's children, so
+/// new pods find what they mount and read.
 fn child_set(name: &str, desired: &Desired) -> ChildSet {
     let mut set = ChildSet::default();
     match &desired.config_map {
@@ -38,6 +39,12 @@ fn child_set(name: &str, desired: &Desired) -> ChildSet {
         None => set
             .absent
             .push((ChildKind::ConfigMap, build::config_map_name(name))),
+    }
+    match &desired.api_key_secret {
+        Some(secret) => set.apply.push(Child::Secret(Box::new(secret.clone()))),
+        None => set
+            .absent
+            .push((ChildKind::Secret, build::api_key_secret_name(name))),
     }
     let workload = WorkloadChildren {
         deployment: desired.deployment.clone(),

@@ -213,7 +213,10 @@ fn proxy_env_order_and_sources() {
                 "PROXY_API_BASE".to_string(),
                 json!("https://api.openai.com/v1")
             ),
-            ("PROXY_API_KEY".to_string(), json!("sk-1")),
+            (
+                "PROXY_API_KEY".to_string(),
+                json!({"secretKeyRef": {"name": "modelapi-llm-api-key", "key": "api-key"}})
+            ),
             ("EXTRA".to_string(), json!("1")),
             ("LITELLM_LOG".to_string(), json!("ERROR")),
         ]
@@ -502,4 +505,42 @@ fn every_pod_meets_the_restricted_pod_security_standard_unless_relaxed() {
     let context = pod.containers[0].security_context.clone().expect("kept");
     assert_eq!(context.read_only_root_filesystem, Some(false));
     assert_eq!(context.allow_privilege_escalation, Some(false));
+}
+
+#[test]
+fn an_inline_api_key_lives_in_an_owned_secret_and_rolls_the_pods_by_its_hash() {
+    let mut spec = proxy();
+    spec["proxyConfig"]["apiKey"] = json!({"value": "sk-inline-MARKER"});
+    let d = built(spec.clone(), &[]);
+    let secret = json_of(d.api_key_secret.as_ref().expect("an owned Secret"));
+    assert_eq!(secret["metadata"]["name"], "modelapi-llm-api-key");
+    assert_eq!(secret["metadata"]["ownerReferences"][0]["uid"], "uid-1");
+    assert_eq!(
+        secret["metadata"]["labels"],
+        json!({"app": "modelapi", "modelapi": "llm"})
+    );
+    assert_eq!(secret["type"], "Opaque");
+    // base64 of the key, as the API stores it.
+    assert_eq!(secret["data"]["api-key"], "c2staW5saW5lLU1BUktFUg==");
+    let deployment = json_of(&d.deployment).to_string();
+    assert!(!deployment.contains("MARKER") && !deployment.contains("c2staW5saW5lLU1BUktFUg"));
+    let config = json_of(&d.config_map).to_string();
+    assert!(!config.contains("MARKER"), "{config}");
+
+    let hash = |d: &Desired| {
+        json_of(&d.deployment)["spec"]["template"]["metadata"]["annotations"]
+            ["kaos.tools/api-key-hash"]
+            .clone()
+    };
+    let first = hash(&d);
+    assert!(first.as_str().is_some_and(|h| h.len() == 32), "{first}");
+    spec["proxyConfig"]["apiKey"] = json!({"value": "sk-rotated"});
+    assert_ne!(hash(&built(spec, &[])), first, "a new key rolls the pods");
+
+    let by_reference = built(proxy(), &[]);
+    assert!(
+        by_reference.api_key_secret.is_none(),
+        "a referenced key needs no Secret of ours"
+    );
+    assert_eq!(hash(&by_reference), Value::Null);
 }

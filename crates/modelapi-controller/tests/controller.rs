@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kaos_api::common::Phase;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::Runtime;
@@ -278,8 +278,10 @@ async fn deleting_a_modelapi_removes_its_children() {
 #[tokio::test]
 async fn a_steady_state_makes_no_writes_over_ten_seconds() {
     let h = start().await;
+    let mut inline_key = proxy_spec(&["*"]);
+    inline_key["proxyConfig"]["apiKey"] = json!({"value": "sk-test"});
     h.modelapis
-        .create(&PostParams::default(), &manifest("p", proxy_spec(&["*"])))
+        .create(&PostParams::default(), &manifest("p", inline_key))
         .await
         .expect("create");
     h.modelapis
@@ -302,4 +304,65 @@ async fn a_steady_state_makes_no_writes_over_ten_seconds() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let writes = h.cluster.writes_during(Duration::from_secs(10)).await;
     assert!(writes.is_empty(), "writes while idle: {writes:?}");
+}
+
+#[tokio::test]
+async fn an_inline_key_is_kept_in_an_owned_secret_rotated_and_removed_when_referenced() {
+    let h = start().await;
+    let mut spec = proxy_spec(&["*"]);
+    spec["proxyConfig"]["apiKey"] = json!({"value": "sk-first"});
+    h.modelapis
+        .create(&PostParams::default(), &manifest("k", spec))
+        .await
+        .expect("create");
+    until(&h, "k", "Ready", |m| phase(m) == Some(Phase::Ready)).await;
+    let secrets: Api<Secret> = Api::default_namespaced(h.client.clone());
+    let key = |s: Secret| s.data.unwrap_or_default()["api-key"].0.clone();
+    let secret = secrets
+        .get("modelapi-k-api-key")
+        .await
+        .expect("the owned Secret");
+    assert_eq!(key(secret), b"sk-first");
+    let deployments: Api<Deployment> = Api::default_namespaced(h.client.clone());
+    let before = deployments.get("modelapi-k").await.expect("deployment");
+
+    patch(
+        &h,
+        "k",
+        json!({"spec": {"proxyConfig": {"apiKey": {"value": "sk-second"}}}}),
+    )
+    .await;
+    until(&h, "k", "observed generation 2", |m| {
+        m.status.as_ref().and_then(|s| s.observed_generation) == Some(2)
+    })
+    .await;
+    let secret = secrets
+        .get("modelapi-k-api-key")
+        .await
+        .expect("the owned Secret");
+    assert_eq!(key(secret), b"sk-second");
+    let after = deployments.get("modelapi-k").await.expect("deployment");
+    assert_eq!(
+        after.metadata.generation,
+        Some(before.metadata.generation.unwrap_or(0) + 1),
+        "a new key rolls the pods once"
+    );
+
+    let referenced =
+        json!({"value": null, "valueFrom": {"secretKeyRef": {"name": "mine", "key": "k"}}});
+    patch(
+        &h,
+        "k",
+        json!({"spec": {"proxyConfig": {"apiKey": referenced}}}),
+    )
+    .await;
+    eventually("the owned Secret to be deleted", || async {
+        secrets
+            .get_opt("modelapi-k-api-key")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
 }
