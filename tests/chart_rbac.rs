@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use kaos_api::agent::Agent;
 use kaos_api::modelapi::ModelAPI;
-use kaos_tests::processes::{ChartCluster, POLL, Scratch, apply_yaml, client};
+use kaos_tests::processes::{ChartCluster, POLL, Scratch, apply_yaml, client, mint_token};
 use kaos_tests::repo_root;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
@@ -205,14 +205,7 @@ async fn the_charts_rbac_is_enough_and_minimal() {
     let mint = |service_account: &'static str| {
         let admin = admin.clone();
         async move {
-            let request = http::Request::post(format!(
-                "/kaos-testkit/tokens?namespace=kaos-system&serviceAccount={service_account}"
-            ))
-            .body(Vec::new())
-            .expect("request");
-            let minted: Value =
-                serde_json::from_str(&admin.request_text(request).await.expect("token"))
-                    .expect("json");
+            let minted = mint_token(&admin, "kaos-system", service_account).await;
             minted["token"].as_str().expect("token").to_string()
         }
     };

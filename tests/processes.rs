@@ -310,6 +310,17 @@ pub fn chart_env(pod: &Value, extra_env: &[(&str, &str)]) -> BTreeMap<String, St
     env
 }
 
+/// A token of a ServiceAccount minted by the testkit: `{"token", "client"}` (the client is how
+/// its audit log names the credential).
+pub async fn mint_token(admin: &kube::Client, namespace: &str, service_account: &str) -> Value {
+    let request = http::Request::post(format!(
+        "/kaos-testkit/tokens?namespace={namespace}&serviceAccount={service_account}"
+    ))
+    .body(Vec::new())
+    .expect("request");
+    serde_json::from_str(&admin.request_text(request).await.expect("token")).expect("json")
+}
+
 impl ChartCluster {
     pub async fn start(
         scratch: &Scratch,
@@ -354,14 +365,7 @@ impl ChartCluster {
             let env = chart_env(pod, extra_env);
             let mut replicas_of = Vec::new();
             for index in 0..replicas {
-                let request = http::Request::post(format!(
-                    "/kaos-testkit/tokens?namespace=kaos-system&serviceAccount={service_account}"
-                ))
-                .body(Vec::new())
-                .expect("request");
-                let minted: Value =
-                    serde_json::from_str(&admin.request_text(request).await.expect("token"))
-                        .expect("json");
+                let minted = mint_token(&admin, "kaos-system", &service_account).await;
                 let token = minted["token"].as_str().expect("token");
                 let kubeconfig = scratch.0.join(format!("{binary}-{index}.kubeconfig"));
                 std::fs::write(&kubeconfig, admin_text.replace(&admin_token, token))
