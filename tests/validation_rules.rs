@@ -269,6 +269,13 @@ fn rejected_cases() -> Vec<(&'static str, Value, &'static str)> {
             "spec: Invalid value: set proxyConfig (mode Proxy) or hostedConfig (mode Hosted), not both",
         ),
         (
+            "a resource quantity that is not one",
+            agent(
+                json!({"modelAPI": "m", "model": "x", "container": {"resources": {"limits": {"memory": "1 GB"}}}}),
+            ),
+            r#"spec.container.resources.limits.memory: Invalid value: "1 GB": spec.container.resources.limits.memory in body should match '^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$'"#,
+        ),
+        (
             "podSpec container without a name",
             agent(
                 json!({"modelAPI": "m", "model": "x", "podSpec": {"containers": [{"image": "i"}]}}),
@@ -316,6 +323,9 @@ fn good_manifests_near_each_rule_are_accepted() {
         mcpserver(json!({"runtime": "custom", "container": {"image": "ghcr.io/x/y:1"}})),
         mcpserver(json!({"runtime": "python-string", "params": "def f(): pass"})),
         agent(json!({"modelAPI": "m", "model": "x", "gatewayRoute": {"timeout": "0s"}})),
+        agent(
+            json!({"modelAPI": "m", "model": "x", "container": {"resources": {"limits": {"cpu": "500m", "memory": "1Gi"}, "requests": {"cpu": 1}}}}),
+        ),
         agent(json!({"modelAPI": "m", "model": "x", "gatewayRoute": {"timeout": "1h30m15s500ms"}})),
         agent(json!({"modelAPI": "m", "model": "x", "replicas": 0,
                      "podSpec": {"containers": [{"name": "agent"}], "nodeSelector": {"pool": "gpu"}}})),

@@ -400,6 +400,7 @@ CEL_CASES = [
      agent("many", agentNetwork={"access": [f"p{i}" for i in range(129)]})),
     ("minLength is reported before pattern", "agents", agent("empty", modelAPI="")),
     ("a pattern", "agents", agent("env", container={"env": [{"name": "MY-VAR", "value": "1"}]})),
+    ("a quantity", "agents", agent("quantity", container={"resources": {"limits": {"memory": "1 GB"}}})),
 ]
 
 

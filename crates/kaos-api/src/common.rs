@@ -53,12 +53,31 @@ pub struct ContainerOverride {
     pub args: Vec<String>,
     /// Compute resources of the main container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(transform = quantity_values)]
     pub resources: Option<ResourceRequirements>,
     /// Extra environment variables. An entry named like a generated variable replaces that
     /// variable's value where it stands, so no name appears twice.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 256), transform = bounded_env_items)]
     pub env: Vec<EnvVar>,
+}
+
+/// Kubernetes' quantity syntax (`500m`, `1Gi`, `2`), as controller-gen writes it into CRDs: a
+/// typo fails at apply time instead of when the Deployment is written.
+pub const QUANTITY: &str = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";
+
+/// Adds the quantity pattern to `limits` and `requests` of the embedded ResourceRequirements.
+fn quantity_values(schema: &mut schemars::Schema) {
+    for map in ["limits", "requests"] {
+        let value = schema
+            .get_mut("properties")
+            .and_then(|p| p.get_mut(map))
+            .and_then(|m| m.get_mut("additionalProperties"))
+            .and_then(serde_json::Value::as_object_mut);
+        if let Some(value) = value {
+            value.insert("pattern".into(), QUANTITY.into());
+        }
+    }
 }
 
 /// Bounds the embedded `EnvVar` schema: a name a shell can read, a value that fits in a pod's
