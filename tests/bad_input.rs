@@ -1,6 +1,6 @@
 //! Bad input a controller can only see (references to things that do not exist or do not fit):
 //! each case ends in phase Failed with a condition reason and a message that says what to fix,
-//! and recovers once fixed. (What the CRDs reject up front is in `validation_rules.rs`.)
+//! makes no writes while it stands, and recovers once fixed. (What the CRDs reject up front is in `validation_rules.rs`.)
 
 use std::time::Duration;
 
@@ -218,4 +218,38 @@ async fn every_reference_error_is_failed_with_a_reason_and_recovers_once_fixed()
         .await;
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
+}
+
+/// While every reference error stands, the controllers look again now and then (to notice a
+/// fix made elsewhere) but write nothing new: no retry storm of statuses or events.
+#[tokio::test]
+async fn standing_reference_errors_cause_no_write_storm() {
+    let cluster = TestCluster::start();
+    cluster.apply(REGISTRY);
+    let _controllers = start_controllers(&cluster);
+    let cases = cases();
+    for case in &cases {
+        cluster.apply(case.bad);
+    }
+    for case in &cases {
+        let api = kind_api(&cluster, case.kind);
+        eventually(
+            &format!("{}: {} is Failed", case.name, case.object),
+            || async {
+                status_of(&api, case.object)
+                    .await
+                    .filter(|s| s["phase"] == "Failed")
+            },
+        )
+        .await;
+    }
+    // Let the last status and event writes land, then watch for ten seconds.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let writes = cluster.writes_during(Duration::from_secs(10)).await;
+    assert!(
+        writes.is_empty(),
+        "{} writes over 10 s for {} standing errors: {writes:#?}",
+        writes.len(),
+        cases.len()
+    );
 }
