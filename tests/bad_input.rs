@@ -134,6 +134,19 @@ async fn status_of(api: &Api<DynamicObject>, name: &str) -> Option<Value> {
         .and_then(|o| o.data.get("status").cloned())
 }
 
+/// Waits for the case's object to be Failed and returns its status.
+async fn failed_status(api: &Api<DynamicObject>, case: &Case) -> Value {
+    eventually(
+        &format!("{}: {} is Failed", case.name, case.object),
+        || async {
+            status_of(api, case.object)
+                .await
+                .filter(|s| s["phase"] == "Failed")
+        },
+    )
+    .await
+}
+
 #[tokio::test]
 async fn a_missing_registry_fails_and_recovers_once_installed() {
     let cluster = TestCluster::start();
@@ -178,15 +191,7 @@ async fn every_reference_error_is_failed_with_a_reason_and_recovers_once_fixed()
     for case in cases() {
         cluster.apply(case.bad);
         let api = kind_api(&cluster, case.kind);
-        let failed = eventually(
-            &format!("{}: {} is Failed", case.name, case.object),
-            || async {
-                status_of(&api, case.object)
-                    .await
-                    .filter(|s| s["phase"] == "Failed")
-            },
-        )
-        .await;
+        let failed = failed_status(&api, &case).await;
         let ready = failed["conditions"]
             .as_array()
             .into_iter()
@@ -232,16 +237,7 @@ async fn standing_reference_errors_cause_no_write_storm() {
         cluster.apply(case.bad);
     }
     for case in &cases {
-        let api = kind_api(&cluster, case.kind);
-        eventually(
-            &format!("{}: {} is Failed", case.name, case.object),
-            || async {
-                status_of(&api, case.object)
-                    .await
-                    .filter(|s| s["phase"] == "Failed")
-            },
-        )
-        .await;
+        failed_status(&kind_api(&cluster, case.kind), case).await;
     }
     // Let the last status and event writes land, then watch for ten seconds.
     tokio::time::sleep(Duration::from_secs(1)).await;

@@ -6,8 +6,9 @@ chart's RBAC is proven sufficient. Two agent-controller replicas (a leader and a
 each other controller.
 
 Covers: /readyz once synced; the quickstart Ready (with pods Running on kwok nodes, on the real
-plane); a spec edit rolls the Deployment once; drift restored; leader failover; a peer pair and a
-mesh converge and go quiet; no request was forbidden; namespace deletion completes; on the
+plane, in a namespace enforcing the restricted Pod Security Standard); an inline API key kept in
+an owned Secret; a spec edit rolls the Deployment once; drift restored; leader failover; a peer
+pair and a mesh converge and go quiet; no request was forbidden; namespace deletion completes; on the
 testkit, convergence through injected faults; on the real plane, a terminating namespace that
 took a resource's children first is no reconcile error. A test that only one cluster can show is
 marked `only_on` with the reason.
@@ -346,6 +347,38 @@ def wait_settled(controllers, what):
         return same, now
 
     wait_until(what, unchanged, timeout=60, interval=2)
+
+
+INLINE_KEY = textwrap.dedent("""\
+    apiVersion: kaos.tools/v1alpha1
+    kind: ModelAPI
+    metadata: {name: inline}
+    spec: {mode: Proxy, proxyConfig: {models: ["*"], apiKey: {value: sk-inline-4e1b}}}
+    """)
+
+
+def test_an_inline_api_key_is_kept_in_an_owned_secret(cluster, controllers, namespaces):
+    """The chart's RBAC and server-side apply of a Secret, then its deletion once the key is
+    referenced instead (docs/security.md)."""
+    namespace = namespaces.create("inline-key", RESTRICTED)
+    apply(cluster, namespace, INLINE_KEY)
+    wait_converged(cluster, namespace)
+    secret = cluster.get(f"/api/v1/namespaces/{namespace}/secrets/modelapi-inline-api-key")
+    model_api_uid = cluster.get(f"{KAOS}/namespaces/{namespace}/modelapis/inline")["metadata"]["uid"]
+    assert secret["metadata"]["ownerReferences"][0]["uid"] == model_api_uid
+    assert secret["data"]["api-key"] == "c2staW5saW5lLTRlMWI="  # base64 of the key
+    deployment = deployments(cluster, namespace)["modelapi-inline"]
+    assert "sk-inline-4e1b" not in json.dumps(deployment)
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    key = next(e for e in container["env"] if e["name"] == "PROXY_API_KEY")
+    assert key["valueFrom"] == {"secretKeyRef": {"name": "modelapi-inline-api-key", "key": "api-key"}}
+
+    referenced = {"spec": {"proxyConfig": {"apiKey": {
+        "value": None, "valueFrom": {"secretKeyRef": {"name": "mine", "key": "k"}}}}}}
+    cluster.kubectl("patch", "-n", namespace, "modelapi", "inline", "--type=merge",
+                    "-p", json.dumps(referenced))
+    wait_until("the owned Secret to be deleted", lambda: cluster.get(
+        f"/api/v1/namespaces/{namespace}/secrets/modelapi-inline-api-key") is None)
 
 
 def test_peer_pair_and_mesh_converge_then_go_quiet(cluster, controllers, namespaces):
