@@ -2,10 +2,12 @@
 //! each case ends in phase Failed with a condition reason and a message that says what to fix,
 //! makes no writes while it stands, and recovers once fixed. (What the CRDs reject up front is in `validation_rules.rs`.)
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
 use kaos_runtime::Runtime;
+use kaos_runtime::metrics::Metrics;
 use kaos_tests::cluster::{TestCluster, eventually};
 use kube::api::{Api, DynamicObject};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -13,12 +15,36 @@ use serde_json::Value;
 
 const REGISTRY: &str = "apiVersion: v1\nkind: Namespace\nmetadata: {name: kaos-system}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: kaos-mcp-runtimes, namespace: kaos-system}\ndata:\n  runtimes.yaml: |\n    runtimes:\n      python-string: {image: 'py:1', paramsEnvVar: MCP_TOOLS_STRING}\n";
 
-fn start_controllers(cluster: &TestCluster) -> Vec<tokio::sync::watch::Sender<bool>> {
+/// The three controllers, running until dropped.
+struct Controllers {
+    _stops: Vec<tokio::sync::watch::Sender<bool>>,
+    metrics: Vec<Arc<Metrics>>,
+}
+
+impl Controllers {
+    /// Reconciles so far, of all three (`controller_runtime_reconcile_total`, every result).
+    fn reconciles(&self) -> u64 {
+        self.metrics
+            .iter()
+            .flat_map(|m| {
+                m.encode()
+                    .lines()
+                    .filter(|l| l.starts_with("controller_runtime_reconcile_total{"))
+                    .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                    .collect::<Vec<_>>()
+            })
+            .sum::<f64>() as u64
+    }
+}
+
+fn start_controllers(cluster: &TestCluster) -> Controllers {
     let mut stops = Vec::new();
+    let mut metrics = Vec::new();
     let args =
         agent_controller::settings::Args::try_parse_from(["a", "--default-agent-image=agent:1"])
             .expect("flags");
     let (rt, stop) = Runtime::for_tests(cluster.client.clone(), agent_controller::ID, args.runtime);
+    metrics.push(rt.metrics.clone());
     tokio::spawn(agent_controller::controller::run(rt, args.settings));
     stops.push(stop);
     let args = modelapi_controller::settings::Args::try_parse_from([
@@ -32,6 +58,7 @@ fn start_controllers(cluster: &TestCluster) -> Vec<tokio::sync::watch::Sender<bo
         modelapi_controller::ID,
         args.runtime,
     );
+    metrics.push(rt.metrics.clone());
     tokio::spawn(modelapi_controller::controller::run(rt, args.settings));
     stops.push(stop);
     let args = mcpserver_controller::settings::Args::try_parse_from([
@@ -44,9 +71,13 @@ fn start_controllers(cluster: &TestCluster) -> Vec<tokio::sync::watch::Sender<bo
         mcpserver_controller::ID,
         args.runtime,
     );
+    metrics.push(rt.metrics.clone());
     tokio::spawn(mcpserver_controller::controller::run(rt, args.settings));
     stops.push(stop);
-    stops
+    Controllers {
+        _stops: stops,
+        metrics,
+    }
 }
 
 /// One case: manifests that fail, what the resource must then say, and the fix.
@@ -118,6 +149,42 @@ fn cases() -> Vec<Case> {
             reason: "InvalidConfigYaml",
             message: "spec.proxyConfig.configYaml.fromString is not valid YAML",
             fix: "apiVersion: kaos.tools/v1alpha1\nkind: ModelAPI\nmetadata: {name: m2, namespace: default}\nspec: {mode: Proxy, proxyConfig: {models: ['*'], configYaml: {fromString: 'model_list: []'}}}\n",
+        },
+        Case {
+            name: "env from a Secret that does not exist",
+            kind: "Agent",
+            object: "a4",
+            bad: "apiVersion: kaos.tools/v1alpha1\nkind: Agent\nmetadata: {name: a4, namespace: default}\nspec: {modelAPI: llm, model: openai/gpt-4o, container: {env: [{name: SLACK_TOKEN, valueFrom: {secretKeyRef: {name: slack, key: token}}}]}}\n",
+            reason: "SecretNotFound",
+            message: "Secret slack does not exist in namespace default (env SLACK_TOKEN of container agent reads its key token); create it and the resource recovers by itself",
+            fix: "apiVersion: v1\nkind: Secret\nmetadata: {name: slack, namespace: default}\nstringData: {token: xoxb-1}\n",
+        },
+        Case {
+            name: "API key from a Secret without that key",
+            kind: "ModelAPI",
+            object: "m3",
+            bad: "apiVersion: v1\nkind: Secret\nmetadata: {name: creds, namespace: default}\nstringData: {apikey: sk-1}\n---\napiVersion: kaos.tools/v1alpha1\nkind: ModelAPI\nmetadata: {name: m3, namespace: default}\nspec: {mode: Proxy, proxyConfig: {models: ['*'], apiKey: {valueFrom: {secretKeyRef: {name: creds, key: api-key}}}}}\n",
+            reason: "SecretKeyNotFound",
+            message: "Secret creds has no key api-key (env PROXY_API_KEY of container model-api reads it); add the key or fix the reference",
+            fix: "apiVersion: v1\nkind: Secret\nmetadata: {name: creds, namespace: default}\nstringData: {apikey: sk-1, api-key: sk-1}\n",
+        },
+        Case {
+            name: "configYaml from a Secret that does not exist",
+            kind: "ModelAPI",
+            object: "m4",
+            bad: "apiVersion: kaos.tools/v1alpha1\nkind: ModelAPI\nmetadata: {name: m4, namespace: default}\nspec: {mode: Proxy, proxyConfig: {models: ['*'], configYaml: {fromSecretKeyRef: {name: litellm, key: config.yaml}}}}\n",
+            reason: "SecretNotFound",
+            message: "Secret litellm does not exist in namespace default (volume litellm-config reads its key config.yaml)",
+            fix: "apiVersion: v1\nkind: Secret\nmetadata: {name: litellm, namespace: default}\nstringData: {config.yaml: 'model_list: []'}\n",
+        },
+        Case {
+            name: "env from a ConfigMap that does not exist",
+            kind: "MCPServer",
+            object: "s2",
+            bad: "apiVersion: kaos.tools/v1alpha1\nkind: MCPServer\nmetadata: {name: s2, namespace: default}\nspec: {runtime: python-string, container: {env: [{name: MODE, valueFrom: {configMapKeyRef: {name: settings, key: mode}}}]}}\n",
+            reason: "ConfigMapNotFound",
+            message: "ConfigMap settings does not exist in namespace default (env MODE of container mcp-server reads its key mode)",
+            fix: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: default}\ndata: {mode: fast}\n",
         },
     ]
 }
@@ -225,13 +292,14 @@ async fn every_reference_error_is_failed_with_a_reason_and_recovers_once_fixed()
     tokio::time::sleep(Duration::from_millis(100)).await;
 }
 
-/// While every reference error stands, the controllers look again now and then (to notice a
-/// fix made elsewhere) but write nothing new: no retry storm of statuses or events.
+/// While every reference error stands, the controllers write nothing new (no retry storm of
+/// statuses or events) and reconcile only to look again at what no watch shows them: a missing
+/// Secret or ConfigMap, from 1 s apart doubling to a minute (at most 3 looks in 10 s).
 #[tokio::test]
 async fn standing_reference_errors_cause_no_write_storm() {
     let cluster = TestCluster::start();
     cluster.apply(REGISTRY);
-    let _controllers = start_controllers(&cluster);
+    let controllers = start_controllers(&cluster);
     let cases = cases();
     for case in &cases {
         cluster.apply(case.bad);
@@ -241,11 +309,24 @@ async fn standing_reference_errors_cause_no_write_storm() {
     }
     // Let the last status and event writes land, then watch for ten seconds.
     tokio::time::sleep(Duration::from_secs(1)).await;
+    let reconciles_before = controllers.reconciles();
     let writes = cluster.writes_during(Duration::from_secs(10)).await;
+    let reconciles = controllers.reconciles() - reconciles_before;
     assert!(
         writes.is_empty(),
         "{} writes over 10 s for {} standing errors: {writes:#?}",
         writes.len(),
         cases.len()
+    );
+    let looking_again = cases
+        .iter()
+        .filter(|c| {
+            c.reason.contains("NotFound")
+                && (c.reason.starts_with("Secret") || c.reason.starts_with("ConfigMap"))
+        })
+        .count();
+    assert!(
+        reconciles <= 3 * looking_again as u64,
+        "{reconciles} reconciles over 10 s; only the {looking_again} missing Secrets and ConfigMaps may be looked at again, at most 3 times each"
     );
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use kaos_api::agent::Agent;
 use kaos_api::modelapi::ModelAPI;
 use kaos_tests::processes::{ChartCluster, POLL, Scratch, apply_yaml, client, mint_token};
-use kaos_tests::repo_root;
+use kaos_tests::{EXAMPLE_CREDENTIALS, repo_root};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::Value;
@@ -115,6 +115,7 @@ async fn the_charts_rbac_is_enough_and_minimal() {
         .collect();
     assert_eq!(service_accounts.len(), 3);
 
+    apply_yaml(&admin, EXAMPLE_CREDENTIALS).await;
     apply_yaml(
         &admin,
         &std::fs::read_to_string(repo_root().join("examples/quickstart.yaml")).expect("quickstart"),
@@ -148,10 +149,25 @@ async fn the_charts_rbac_is_enough_and_minimal() {
     }
 
     // Exercise the remaining grants: hiding an agent deletes its Service; a Proxy→Hosted switch
-    // deletes the LiteLLM ConfigMap and the Secret holding the inline API key.
-    let hide = serde_json::json!({"spec": {"agentNetwork": {"expose": false}}});
+    // deletes the LiteLLM ConfigMap and the Secret holding the inline API key; env read from a
+    // Secret and a ConfigMap has both looked up by name.
+    apply_yaml(&admin, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: default}\ndata: {mode: fast}\n").await;
+    let env = serde_json::json!([
+        {"name": "KEY", "valueFrom": {"secretKeyRef": {"name": "openai-credentials", "key": "api-key"}}},
+        {"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "mode"}}},
+    ]);
+    let hide =
+        serde_json::json!({"spec": {"agentNetwork": {"expose": false}, "container": {"env": env}}});
     agents
         .patch("worker", &PatchParams::default(), &Patch::Merge(&hide))
+        .await
+        .expect("patch");
+    Api::<kaos_api::mcpserver::MCPServer>::default_namespaced(admin.clone())
+        .patch(
+            "echo-tools",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"container": {"env": env}}})),
+        )
         .await
         .expect("patch");
     apply_yaml(&admin, "apiVersion: kaos.tools/v1alpha1\nkind: ModelAPI\nmetadata: {name: switch, namespace: default}\nspec: {mode: Proxy, proxyConfig: {models: ['*'], apiKey: {value: sk-rbac}}}\n").await;

@@ -16,7 +16,7 @@ use kaos_tests::processes::{
     POLL, Process, Scratch, apply_yaml, client, http_get, sample, scrape, serve_testkit,
     start_controller,
 };
-use kaos_tests::repo_root;
+use kaos_tests::{EXAMPLE_CREDENTIALS, repo_root};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 
@@ -214,6 +214,7 @@ async fn two_replicas_per_controller_converge_hand_over_and_count_on_the_leader_
     }
 
     apply_yaml(&client, &peer_shapes()).await;
+    apply_yaml(&client, EXAMPLE_CREDENTIALS).await;
     for example in [
         "quickstart.yaml",
         "hosted-ollama.yaml",

@@ -64,3 +64,8 @@ impl Schemas {
             .map_err(|errors| errors.iter().map(FieldError::to_string).collect())
     }
 }
+
+/// The Secrets the examples read keys from (`openai-credentials` of the quickstart's ModelAPI,
+/// `weather-credentials` of the custom MCPServer), as a user creates them before applying the
+/// examples (placeholder keys: no test calls a provider).
+pub const EXAMPLE_CREDENTIALS: &str = "apiVersion: v1\nkind: Secret\nmetadata: {name: openai-credentials, namespace: default}\nstringData: {api-key: sk-test}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: weather-credentials, namespace: default}\nstringData: {api-key: test}\n";

@@ -90,8 +90,14 @@ def test_without_the_crds_it_says_what_is_missing_and_how_to_install_it(plane, k
     assert lines[1].startswith("hint: add --install-crds"), lines[1]
 
 
-def test_install_crds_brings_the_quickstart_to_ready_on_the_real_plane(plane, kubeconfig):
-    result = kaosctl_dev(kubeconfig, "--install-crds", "--apply", str(QUICKSTART),
+def test_install_crds_brings_the_quickstart_to_ready_on_the_real_plane(plane, kubeconfig,
+                                                                     tmp_path):
+    # The provider key Secret the quickstart's ModelAPI reads, as its header says to create.
+    credentials = tmp_path / "credentials.yaml"
+    credentials.write_text("apiVersion: v1\nkind: Secret\nmetadata: {name: openai-credentials}\n"
+                           "stringData: {api-key: sk-test}\n")
+    result = kaosctl_dev(kubeconfig, "--install-crds", "--apply", str(credentials),
+                         "--apply", str(QUICKSTART),
                          "--exit-when-ready", "--timeout", "120")
     assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
     assert f"Leases in namespace {NAMESPACE}" in result.stderr, result.stderr

@@ -140,11 +140,26 @@ def wait_converged(cluster, namespace, timeout=WAIT):
                lambda: (not (left := not_converged(cluster, namespace)), left), timeout=timeout)
 
 
+# The Secret the quickstart's ModelAPI reads its provider key from, created first as its
+# header says (a placeholder key: kwok runs no containers).
+CREDENTIALS = textwrap.dedent("""\
+    apiVersion: v1
+    kind: Secret
+    metadata: {name: openai-credentials}
+    stringData: {api-key: sk-test}
+    """)
+
+
+def quickstart_yaml():
+    """examples/quickstart.yaml after the Secret it reads."""
+    return CREDENTIALS + "---\n" + (REPO / "examples" / "quickstart.yaml").read_text()
+
+
 @pytest.fixture(scope="module")
 def quickstart(cluster, namespaces):
     """examples/quickstart.yaml applied as is into its own namespace, converged."""
     namespace = namespaces.create("quickstart", RESTRICTED)
-    apply(cluster, namespace, (REPO / "examples" / "quickstart.yaml").read_text())
+    apply(cluster, namespace, quickstart_yaml())
     wait_converged(cluster, namespace)
     return namespace
 
@@ -163,8 +178,9 @@ def agent(name, peers=()):
 
 
 def model_api():
-    """The quickstart's ModelAPI (the first document), for namespaces of our own."""
-    return (REPO / "examples" / "quickstart.yaml").read_text().split("\n---\n")[0] + "\n"
+    """The quickstart's ModelAPI (the first document) and its Secret, for namespaces of our own."""
+    first = (REPO / "examples" / "quickstart.yaml").read_text().split("\n---\n")[0]
+    return CREDENTIALS + "---\n" + first + "\n"
 
 
 def test_every_replica_turns_ready_once_synced_and_one_leads(controllers):
@@ -380,6 +396,27 @@ def test_an_inline_api_key_is_kept_in_an_owned_secret(cluster, controllers, name
     wait_until("the owned Secret to be deleted", lambda: cluster.get(
         f"/api/v1/namespaces/{namespace}/secrets/modelapi-inline-api-key") is None)
 
+    # The referenced Secret does not exist yet: a condition and a Warning event say so, and the
+    # ModelAPI recovers by itself once it is created.
+    def ready_condition():
+        status = cluster.get(f"{KAOS}/namespaces/{namespace}/modelapis/inline").get("status", {})
+        ready = next((c for c in status.get("conditions", []) if c["type"] == "Ready"), {})
+        return status.get("phase"), ready.get("reason"), ready.get("message", "")
+
+    _, (phase, reason, message) = wait_until(
+        "the missing Secret to be reported",
+        lambda: ((found := ready_condition())[1] == "SecretNotFound", found))
+    assert phase == "Failed" and message.startswith(
+        f"Secret mine does not exist in namespace {namespace} (env PROXY_API_KEY of container "
+        "model-api reads its key k)"), message
+    warnings = [e for e in cluster.items(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
+                if e.get("reason") == "SecretNotFound" and e.get("type") == "Warning"]
+    assert warnings and warnings[0]["regarding"]["name"] == "inline", warnings
+    apply(cluster, namespace, "apiVersion: v1\nkind: Secret\nmetadata: {name: mine}\n"
+                              "stringData: {k: sk-mine}\n")
+    wait_until("the ModelAPI to recover", lambda: (ready_condition()[0] == "Ready", None),
+               timeout=90)
+
 
 def test_peer_pair_and_mesh_converge_then_go_quiet(cluster, controllers, namespaces):
     namespace = namespaces.create("peers")
@@ -432,7 +469,7 @@ def test_no_request_was_forbidden(controllers):
 
 def test_namespace_deletion_completes(cluster, controllers, namespaces):
     namespace = namespaces.create("doomed")
-    apply(cluster, namespace, (REPO / "examples" / "quickstart.yaml").read_text())
+    apply(cluster, namespace, quickstart_yaml())
     apply(cluster, namespace, agent("extra", ["worker"]))
     wait_converged(cluster, namespace)
     held = [(kind, o["metadata"]["name"]) for kind, o in resources(cluster, namespace)
@@ -499,7 +536,7 @@ def reconcile_errors(controllers):
 def test_a_terminating_namespace_is_not_a_reconcile_error(cluster, controllers, namespaces):
     namespace = namespaces.create("held")
     cluster.kubectl("label", "namespace", namespace, "kaos-test/hold=true")
-    apply(cluster, namespace, (REPO / "examples" / "quickstart.yaml").read_text())
+    apply(cluster, namespace, quickstart_yaml())
     wait_converged(cluster, namespace)
     cluster.kubectl("apply", "-f", "-", stdin=HOLD)
     try:
@@ -532,7 +569,7 @@ def test_converges_through_injected_faults(cluster, controllers, namespaces):
     namespace = namespaces.create("faulty")
     cluster.set_faults(FAULTS)
     try:
-        apply(cluster, namespace, (REPO / "examples" / "quickstart.yaml").read_text())
+        apply(cluster, namespace, quickstart_yaml())
         wait_converged(cluster, namespace)
         edit_worker(cluster, namespace, "Edited through faults.")
     finally:

@@ -31,6 +31,7 @@ use crate::drift::covers;
 use crate::error::{ReconcileError, Step, StepExt};
 use crate::expectations::{Expectations, Key, Observed, Verdict};
 use crate::podspec::secret_hash;
+use crate::references::{self, Missing, Reference, Source};
 use crate::workload::http_route_resource;
 
 /// The kinds of child a workload can have.
@@ -150,15 +151,22 @@ pub struct Converged {
     /// A line per write, for the Normal event.
     pub changes: Vec<String>,
     pub conflicts: Vec<Conflict>,
+    /// Secrets and ConfigMaps (or keys) the Deployment's pods read that do not exist: the
+    /// Deployment is written all the same (its pods start once they appear).
+    pub missing: Vec<Missing>,
 }
 
 impl Converged {
-    /// `(ChildConflict, message)` when a child could not be written, for the status.
+    /// For the status: `(ChildConflict, message)` when a child could not be written, else the
+    /// first missing reference's reason (`SecretNotFound`, …) and every one's message.
     pub fn problem(&self) -> Option<(&'static str, String)> {
-        (!self.conflicts.is_empty()).then(|| {
+        if !self.conflicts.is_empty() {
             let messages: Vec<String> = self.conflicts.iter().map(|c| c.to_string()).collect();
-            (CHILD_CONFLICT, messages.join("; "))
-        })
+            return Some((CHILD_CONFLICT, messages.join("; ")));
+        }
+        let first = self.missing.first()?;
+        let messages: Vec<String> = self.missing.iter().map(|m| m.to_string()).collect();
+        Some((first.reason(), messages.join("; ")))
     }
 }
 
@@ -198,10 +206,14 @@ impl Children {
         set: ChildSet,
     ) -> Result<Converged, ReconcileError> {
         let mut converged = Converged::default();
+        let own = own_sources(&set);
         for child in set.apply {
             let kind = child.kind();
             let outcome = match child {
-                Child::Deployment(d) => self.apply(parent, kind, &self.deployments, *d).await?,
+                Child::Deployment(d) => {
+                    converged.missing = missing_references(parent, &d, &own).await;
+                    self.apply(parent, kind, &self.deployments, *d).await?
+                }
                 Child::Service(s) => self.apply(parent, kind, &self.services, *s).await?,
                 Child::ConfigMap(c) => match &self.config_maps {
                     Some(store) => self.apply(parent, kind, store, *c).await?,
@@ -416,6 +428,42 @@ impl Children {
                 .forget(&(kind.as_str(), namespace.to_string(), name.clone()));
         }
     }
+}
+
+/// The Secrets and ConfigMaps the set itself writes: the pods' references to them need no check.
+fn own_sources(set: &ChildSet) -> Vec<(Source, String)> {
+    set.apply
+        .iter()
+        .filter_map(|child| match child {
+            Child::Secret(s) => Some((Source::Secret, s.name_any())),
+            Child::ConfigMap(c) => Some((Source::ConfigMap, c.name_any())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// What the Deployment's pods read and the namespace does not hold (no read at all when the
+/// pods read nothing but the set's own objects).
+async fn missing_references(
+    parent: &Parent<'_>,
+    deployment: &Deployment,
+    own: &[(Source, String)],
+) -> Vec<Missing> {
+    let Some(pod) = deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+    else {
+        return Vec::new();
+    };
+    let required: Vec<Reference> = references::required(pod)
+        .into_iter()
+        .filter(|r| !own.iter().any(|(s, n)| (*s, n) == (r.source, &r.name)))
+        .collect();
+    if required.is_empty() {
+        return Vec::new();
+    }
+    references::missing(parent.client, parent.namespace, required).await
 }
 
 enum Applied {

@@ -24,6 +24,7 @@ pub mod pod_security;
 pub mod podspec;
 pub mod process;
 pub mod reconciler;
+pub mod references;
 pub mod rollout;
 pub mod runner;
 pub mod settings;

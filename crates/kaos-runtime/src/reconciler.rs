@@ -29,6 +29,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::Runtime;
+use crate::backoff::Backoff;
 use crate::converge::{ChildKind, ChildSet, Children, Converged, Parent};
 use crate::error::{ReconcileError, Step, StepExt};
 use crate::events::Events;
@@ -41,6 +42,13 @@ use crate::workload::http_route_resource;
 /// How long a parent in conflict with an object it does not own waits before looking again
 /// (the foreign object is outside our caches, so its deletion sends no event).
 pub const CONFLICT_RECHECK: Duration = Duration::from_secs(10);
+
+/// How often a parent whose pods read a missing Secret or ConfigMap looks again: from 1 s,
+/// doubling to once a minute (those objects are outside our caches, so their creation sends no
+/// event; reads only, never a write, while it waits).
+fn reference_rechecks() -> Backoff {
+    Backoff::new(Duration::from_secs(1), Duration::from_secs(60))
+}
 
 /// What a primary kind needs to be reconciled by the skeleton.
 pub trait Primary:
@@ -254,6 +262,8 @@ pub struct Core {
     pub finalizer: &'static str,
     /// Status writes this process made and the cache may not show yet.
     status_writes: Arc<Expectations>,
+    /// Per parent, the next look at a missing reference.
+    reference_rechecks: Arc<Backoff>,
 }
 
 impl Core {
@@ -265,6 +275,7 @@ impl Core {
             events,
             finalizer,
             status_writes: Arc::default(),
+            reference_rechecks: Arc::new(reference_rechecks()),
         }
     }
 
@@ -366,7 +377,10 @@ impl Core {
                 ));
             }
         }
-        self.status_writes.forget(&status_key(object));
+        let key = status_key(object);
+        self.reference_rechecks
+            .reset(&format!("{}/{}", key.1, key.2));
+        self.status_writes.forget(&key);
         Ok(())
     }
 
@@ -462,8 +476,9 @@ impl Core {
     }
 
     /// The end of every reconcile: writes the status (see [`Core::write_status`]) and says
-    /// when to look again: on the next change, or every [`CONFLICT_RECHECK`] while a child's
-    /// name is taken by an object this resource does not own.
+    /// when to look again: on the next change, every [`CONFLICT_RECHECK`] while a child's
+    /// name is taken by an object this resource does not own, or with a growing interval (1 s
+    /// to 60 s) while its pods read a Secret or ConfigMap that is missing.
     pub async fn finish<K, S>(
         &self,
         object: &K,
@@ -478,10 +493,17 @@ impl Core {
     {
         let problem = problem.as_ref().map(|(r, m)| (r.as_str(), m.as_str()));
         self.write_status(object, current, desired, problem).await?;
-        Ok(if converged.conflicts.is_empty() {
-            Action::await_change()
-        } else {
+        let (_, namespace, name) = status_key(object);
+        let key = format!("{namespace}/{name}");
+        if converged.missing.is_empty() {
+            self.reference_rechecks.reset(&key);
+        }
+        Ok(if !converged.conflicts.is_empty() {
             Action::requeue(CONFLICT_RECHECK)
+        } else if !converged.missing.is_empty() {
+            Action::requeue(self.reference_rechecks.next_delay(&key))
+        } else {
+            Action::await_change()
         })
     }
 

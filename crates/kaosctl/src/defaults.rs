@@ -11,6 +11,10 @@ pub const SYSTEM_NAMESPACE: &str = "kaos-system";
 /// The quickstart a `kaosctl dev` sandbox applies when no `--apply` is given.
 pub const QUICKSTART: &str = include_str!("../../../examples/quickstart.yaml");
 
+/// The Secret the quickstart's ModelAPI reads its provider key from, which a user creates with
+/// their own key. The sandbox runs no containers, so a placeholder does.
+pub const SANDBOX_CREDENTIALS: &str = "apiVersion: v1\nkind: Secret\nmetadata: {name: openai-credentials}\nstringData: {api-key: sandbox-placeholder}\n";
+
 /// Each controller's settings as its binary would parse them from the chart's environment.
 pub struct ControllerSettings {
     pub agent: agent_controller::settings::Settings,

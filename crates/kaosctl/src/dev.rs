@@ -25,7 +25,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::defaults::{QUICKSTART, SYSTEM_NAMESPACE, controller_settings};
+use crate::defaults::{QUICKSTART, SANDBOX_CREDENTIALS, SYSTEM_NAMESPACE, controller_settings};
 
 /// The custom resources reported: (plural, kind).
 const KINDS: &[(&str, &str)] = &[
@@ -443,7 +443,8 @@ pub async fn start(options: &Options) -> Result<Dev, StartError> {
     let metrics = running.iter().map(|c| (c.name, c.metrics)).collect();
     let controllers = running.into_iter().map(|c| c.task).collect();
     let manifests = if options.apply.is_empty() && testkit.is_some() {
-        documents(QUICKSTART).map_err(hint("this is a bug in kaosctl"))?
+        documents(&format!("{SANDBOX_CREDENTIALS}---\n{QUICKSTART}"))
+            .map_err(hint("this is a bug in kaosctl"))?
     } else {
         read_manifests(&options.apply).map_err(hint("pass existing YAML files with --apply"))?
     };

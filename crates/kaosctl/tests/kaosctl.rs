@@ -276,9 +276,18 @@ async fn dev_with_kubeconfig_brings_the_quickstart_to_ready_on_an_existing_clust
             .replace("namespace: default", "namespace: team-a"),
     )
     .expect("kubeconfig");
+    // The provider key Secret the quickstart's ModelAPI reads, as a user creates it first.
+    let credentials = dir.join("credentials.yaml");
+    std::fs::write(
+        &credentials,
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: openai-credentials}\nstringData: {api-key: sk-test}\n",
+    )
+    .expect("credentials");
     let args = |extra: &[&str]| -> Vec<std::ffi::OsString> {
         let mut args: Vec<std::ffi::OsString> = vec!["dev".into(), "--kubeconfig".into()];
         args.push(kubeconfig.clone().into());
+        args.push("--apply".into());
+        args.push(credentials.clone().into());
         args.push("--apply".into());
         args.push(repo().join("examples/quickstart.yaml").into());
         args.extend(["--exit-when-ready", "--timeout", "90"].map(Into::into));
