@@ -510,9 +510,10 @@ def test_documented_differences_in_what_is_served(servers):
     assert proxied[0].code == 503 and proxied[1].code == 404, "no services/proxy in the testkit"
 
 
-def test_documented_difference_crd_deletion_with_held_resources(servers):
-    """kube-apiserver keeps a deleted CRD (Terminating) until its resources' finalizers are
-    gone; the testkit deletes the CRD and its resources at once."""
+def test_a_deleted_crd_waits_for_its_held_resources(servers):
+    """Both keep a deleted CRD (Terminating, finalizer customresourcecleanup) until its
+    resources' finalizers are gone, marking them deleted and refusing new ones meanwhile; then
+    both delete it. (What `helm uninstall` plus `kubectl delete crd` runs into.)"""
     crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
            "metadata": {"name": WIDGETS},
            "spec": {"group": "diff.kaos.tools", "scope": "Namespaced",
@@ -522,7 +523,8 @@ def test_documented_difference_crd_deletion_with_held_resources(servers):
                                             "x-kubernetes-preserve-unknown-fields": True}}}]}}
     crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
     widgets = f"/apis/diff.kaos.tools/v1/namespaces/{NS}/widgets"
-    for reply in servers.call("POST", crds, crd):
+    created = servers.call("POST", crds, crd)
+    for reply in created:
         assert reply.code == 201, reply
     wait_until("the widget kind to be served",
                lambda: servers.kube.call("GET", widgets).code == 200, timeout=30, interval=0.2)
@@ -531,20 +533,29 @@ def test_documented_difference_crd_deletion_with_held_resources(servers):
     same_status("create a held widget", servers.call("POST", widgets, widget))
     same_status("delete the CRD", servers.call("DELETE", f"{crds}/{WIDGETS}"))
 
-    def kube_widget_deleting():
-        reply = servers.kube.call("GET", f"{widgets}/w")
+    def widget_deleting(server):
+        reply = server.call("GET", f"{widgets}/w")
         return reply.code == 200 and "deletionTimestamp" in reply.body["metadata"]
-    wait_until("the real widget to be marked deleted", kube_widget_deleting, timeout=30,
-               interval=0.2)
-    crd_now = servers.kube.call("GET", f"{crds}/{WIDGETS}")
-    assert crd_now.code == 200 and "deletionTimestamp" in crd_now.body["metadata"]
-    assert servers.testkit.call("GET", f"{crds}/{WIDGETS}").code == 404
-    assert servers.testkit.call("GET", f"{widgets}/w").code == 404
+    for server in servers.servers:
+        wait_until("the widget to be marked deleted", lambda: widget_deleting(server),
+                   timeout=30, interval=0.2)
+    terminating = servers.call("GET", f"{crds}/{WIDGETS}")
+    for crd_now in terminating:
+        assert crd_now.code == 200 and "deletionTimestamp" in crd_now.body["metadata"], crd_now
+    same("the terminating CRD's finalizers",
+         *[r.body["metadata"].get("finalizers") for r in terminating])
+    refused = servers.call("POST", widgets, {**widget, "metadata": {"name": "w2"}})
+    same_object("create a widget while the CRD is terminating", refused, "message")
+    same("the Terminating condition", *[
+        [pick(c, "type", "status", "reason", "message")
+         for c in r.body["status"]["conditions"] if c["type"] == "Terminating"]
+        for r in servers.call("GET", f"{crds}/{WIDGETS}")])
 
-    servers.kube.call("PATCH", f"{widgets}/w", {"metadata": {"finalizers": None}},
-                      content_type="application/merge-patch+json")
-    wait_until("the real CRD to go", lambda: servers.kube.call(
-        "GET", f"{crds}/{WIDGETS}").code == 404, timeout=60, interval=0.5)
+    servers.call("PATCH", f"{widgets}/w", {"metadata": {"finalizers": None}},
+                 content_type="application/merge-patch+json")
+    for server in servers.servers:
+        wait_until("the CRD to go", lambda: server.call(
+            "GET", f"{crds}/{WIDGETS}").code == 404, timeout=60, interval=0.5)
 
 
 def test_create_in_a_terminating_namespace(servers):

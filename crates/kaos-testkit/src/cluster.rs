@@ -544,6 +544,9 @@ fn managed_entry(rt: &ResourceType, manager: &str, config: &Value) -> Value {
 
 /// The finalizer an owner deleted with the `Orphan` policy waits under.
 const ORPHAN: &str = "orphan";
+/// kube-apiserver's finalizer on a deleted CRD: it stays (Terminating) until the objects of its
+/// kinds are gone, their own finalizers included.
+const CRD_CLEANUP: &str = "customresourcecleanup.apiextensions.k8s.io";
 
 /// An object being deleted without `finalizer`: its next state and event. Without any finalizer
 /// left it is deleted, and the DELETED event carries its last stored state (as etcd's does).
@@ -641,6 +644,17 @@ impl State {
             .get("/namespaces")
             .and_then(|n| n.get(&(String::new(), namespace.to_string())))
             .is_some_and(|n| meta::is_deleting(&n.object))
+    }
+
+    /// Whether `rt` is a kind of a CRD being deleted (no new objects of it are accepted).
+    fn crd_terminating(&self, rt: &ResourceType) -> bool {
+        let Some(crd) = rt.crd.as_deref() else {
+            return false;
+        };
+        self.objects
+            .get("apiextensions.k8s.io/customresourcedefinitions")
+            .and_then(|c| c.get(&(String::new(), crd.to_string())))
+            .is_some_and(|c| meta::is_deleting(&c.object))
     }
 
     fn type_for_key(&self, key: &str) -> Option<Arc<ResourceType>> {
@@ -763,6 +777,9 @@ impl State {
             return Err(ApiError::namespace_terminating(
                 &rt.plural, &rt.group, &name, namespace,
             ));
+        }
+        if self.crd_terminating(rt) {
+            return Err(ApiError::crd_terminating(&rt.plural, &rt.group, &name));
         }
         if self.stored(rt, namespace, &name).is_some() {
             return Err(ApiError::already_exists(&rt.plural, &rt.group, &name));
@@ -1095,6 +1112,10 @@ impl State {
             }
             _ => {}
         }
+        // kube-apiserver's CRD storage adds it on deletion (not at creation).
+        if is_crd_type(rt) && !finalizers.iter().any(|f| f == CRD_CLEANUP) {
+            finalizers.push(CRD_CLEANUP.into());
+        }
         if finalizers.is_empty() && !is_namespace {
             return self.commit(
                 rt,
@@ -1117,6 +1138,17 @@ impl State {
         if is_namespace {
             marked["status"] = json!({"phase": "Terminating"});
             self.delete_namespace_contents(name, events);
+        }
+        if is_crd_type(rt)
+            && let Some(conditions) = marked
+                .pointer_mut("/status/conditions")
+                .and_then(Value::as_array_mut)
+            && !conditions.iter().any(|c| c["type"] == "Terminating")
+        {
+            conditions.push(json!({"type": "Terminating", "status": "True",
+                "reason": "InstanceDeletionInProgress",
+                "message": "CustomResource deletion is in progress",
+                "lastTransitionTime": meta::now()}));
         }
         self.commit(rt, marked, EventType::Modified, Some(existing), events)
     }
@@ -1248,6 +1280,25 @@ impl State {
                         EventType::Deleted,
                         object,
                     ));
+                }
+            } else if is_crd_type(rt) && finalizers.iter().any(|f| f == CRD_CLEANUP) {
+                // As apiextensions' finalizer: delete every object of the CRD's kinds, and
+                // release the CRD once none is left (finalizers of those objects hold it).
+                let crd = meta::name(object);
+                let instances: Vec<(Arc<ResourceType>, &Value)> = all
+                    .iter()
+                    .filter(|(t, _)| t.crd.as_deref() == Some(crd))
+                    .map(|(t, o)| (t.clone(), *o))
+                    .collect();
+                if instances.is_empty() {
+                    let (next, event) = without_finalizer(object, CRD_CLEANUP);
+                    work.push(Collect::Commit(rt.clone(), next, event, (*object).clone()));
+                }
+                for (t, instance) in instances {
+                    if !meta::is_deleting(instance) {
+                        let (namespace, name) = (meta::namespace(instance), meta::name(instance));
+                        work.push(Collect::Delete(t, namespace.into(), name.into()));
+                    }
                 }
             } else if finalizers.iter().any(|f| f == ORPHAN) {
                 work.push(Collect::Orphan(rt.clone(), (*object).clone()));

@@ -131,6 +131,19 @@ impl ApiError {
         Self::new(400, "BadRequest", message.into(), json!({}))
     }
 
+    /// A create of a kind whose CRD is being deleted, worded as kube-apiserver's.
+    pub fn crd_terminating(resource: &str, group: &str, name: &str) -> Self {
+        Self::new(
+            403,
+            "Forbidden",
+            format!(
+                "{} \"{name}\" is forbidden: create not allowed while custom resource definition is terminating",
+                qualified(resource, group)
+            ),
+            details(name, group, resource),
+        )
+    }
+
     pub fn method_not_allowed(message: impl Into<String>) -> Self {
         Self::new(405, "MethodNotAllowed", message.into(), json!({}))
     }

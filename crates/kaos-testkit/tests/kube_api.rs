@@ -472,6 +472,84 @@ async fn deleting_a_crd_removes_its_kind_and_objects() {
     );
 }
 
+/// As kube-apiserver: a deleted CRD stays Terminating while a resource of its kind still has a
+/// finalizer (what an uninstalled operator's resources do), refusing new resources, and goes
+/// once the finalizer is released.
+#[tokio::test]
+async fn a_deleted_crd_waits_for_its_resources_finalizers() {
+    let (api, client) = client();
+    install_crds(&api);
+    let agents: Api<Agent> = Api::default_namespaced(client.clone());
+    let held = |name: &str| -> Agent {
+        serde_json::from_value(json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "Agent",
+            "metadata": {"name": name, "finalizers": ["kaos.tools/agent-finalizer"]},
+            "spec": {"modelAPI": "m", "model": "x"}}))
+        .expect("agent")
+    };
+    agents
+        .create(&PostParams::default(), &held("a"))
+        .await
+        .expect("create");
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(client);
+    crds.delete("agents.kaos.tools", &DeleteParams::default())
+        .await
+        .expect("delete CRD");
+
+    let terminating = crds
+        .get("agents.kaos.tools")
+        .await
+        .expect("CRD still there");
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+    assert_eq!(
+        terminating.finalizers(),
+        ["customresourcecleanup.apiextensions.k8s.io"]
+    );
+    let agent = agents.get("a").await.expect("agent still there");
+    assert!(
+        agent.metadata.deletion_timestamp.is_some(),
+        "marked deleted"
+    );
+    let refused = agents
+        .create(&PostParams::default(), &held("b"))
+        .await
+        .expect_err("no new agents while the CRD terminates");
+    match refused {
+        kube::Error::Api(status) => assert_eq!(
+            (status.code, status.reason.as_str(), status.message.as_str()),
+            (
+                403,
+                "Forbidden",
+                "agents.kaos.tools \"b\" is forbidden: create not allowed while custom resource definition is terminating"
+            )
+        ),
+        other => panic!("expected an API error, got {other}"),
+    }
+
+    agents
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .expect("release");
+    assert_eq!(
+        api_error(crds.get("agents.kaos.tools").await.expect_err("CRD gone")).0,
+        404
+    );
+    assert_eq!(
+        api_error(
+            agents
+                .list(&ListParams::default())
+                .await
+                .expect_err("kind gone")
+        )
+        .0,
+        404
+    );
+}
+
 #[tokio::test]
 async fn deployment_simulator_turns_a_deployment_ready_or_keeps_it_unready() {
     let (api, client) = client();
