@@ -66,6 +66,15 @@ cargo fmt --all -- --check
 step "cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+# The dependencies' licenses, sources and duplicates against deny.toml. Not `advisories`: its
+# database is cloned from GitHub, which CI cannot reach (docs/testing.md).
+step "cargo deny (licenses, bans, sources)"
+cargo_deny_version=0.20.2
+if [ "$(cargo deny --version 2>/dev/null)" != "cargo-deny $cargo_deny_version" ]; then
+  cargo install cargo-deny --version "$cargo_deny_version" --locked
+fi
+cargo deny --all-features --locked check --hide-inclusion-graph licenses bans sources
+
 # One build of the whole workspace serves the tests, the binaries the end-to-end tests run
 # (tests/processes.rs builds the same set, so it finds them fresh) and the real-plane suites. A
 # `cargo build -p ...` would unify features differently and compile the dependencies again.
