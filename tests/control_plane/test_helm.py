@@ -116,7 +116,11 @@ def test_install_establishes_crds_and_rolls_out_restricted_controllers(plane, re
                  "--all-namespaces") == "no"
     assert can_i(plane, "mcpserver-controller", "watch", "configmaps/kaos-mcp-runtimes",
                  "-n", NAMESPACE) == "yes"
-    assert can_i(plane, "mcpserver-controller", "get", "secrets", "-n", NAMESPACE) == "no"
+    # Secrets by name only (to report a missing one), never listed or watched.
+    assert can_i(plane, "mcpserver-controller", "get", "secrets", "-n", NAMESPACE) == "yes"
+    assert can_i(plane, "mcpserver-controller", "list", "secrets", "-n", NAMESPACE) == "no"
+    assert can_i(plane, "mcpserver-controller", "watch", "secrets", "--all-namespaces") == "no"
+    assert can_i(plane, "mcpserver-controller", "update", "secrets", "-n", NAMESPACE) == "no"
     # Secure metrics: each controller may ask who scrapes it.
     for controller in CONTROLLERS:
         assert can_i(plane, controller, "create", "tokenreviews.authentication.k8s.io") == "yes"
