@@ -254,6 +254,18 @@ async fn two_replicas_per_controller_converge_hand_over_and_count_on_the_leader_
                 &metrics,
                 &format!("leader_election_master_status{{name=\"{}\"}}", pair.lease),
             );
+            let queue = |family: &str| {
+                sample(
+                    &metrics,
+                    &format!(
+                        "{family}{{name=\"{0}\",controller=\"{0}\"}}",
+                        pair.controller
+                    ),
+                )
+            };
+            let adds = queue("workqueue_adds_total");
+            let waited = queue("workqueue_queue_duration_seconds_count");
+            let worked = queue("workqueue_work_duration_seconds_count");
             if i == leader {
                 assert!(
                     success > 0.0,
@@ -261,9 +273,50 @@ async fn two_replicas_per_controller_converge_hand_over_and_count_on_the_leader_
                     process.name
                 );
                 assert_eq!(leading, 1.0, "{} reports it leads", process.name);
+                // Every reconcile was queued first: a trigger's add or a requeue come due.
+                assert!(
+                    waited > 0.0 && adds >= waited && worked >= success,
+                    "{}: adds {adds}, queue durations {waited}, work durations {worked}, successes {success}",
+                    process.name
+                );
+                let queued_sum = queue("workqueue_queue_duration_seconds_sum");
+                assert!(
+                    queued_sum / waited < 10.0,
+                    "{}: objects waited {}s on average",
+                    process.name,
+                    queued_sum / waited
+                );
+                assert!(
+                    metrics.contains("kaos_resources{kind="),
+                    "the leader {} exports kaos_resources",
+                    process.name
+                );
             } else {
                 assert_eq!(success, 0.0, "standby {} reconciled", process.name);
                 assert_eq!(leading, 0.0);
+                assert_eq!(
+                    (adds, worked),
+                    (0.0, 0.0),
+                    "standby {} queued",
+                    process.name
+                );
+                assert!(
+                    !metrics.contains("kaos_resources{"),
+                    "standby {} exports kaos_resources (alerts would count them twice)",
+                    process.name
+                );
+            }
+            for family in [
+                "workqueue_depth",
+                "workqueue_retries_total",
+                "workqueue_unfinished_work_seconds",
+                "workqueue_longest_running_processor_seconds",
+            ] {
+                assert!(
+                    metrics.contains(&format!("{family}{{name=\"{}\"", pair.controller)),
+                    "{} exports no {family}",
+                    process.name
+                );
             }
         }
         leaders.push(leader);
@@ -278,6 +331,16 @@ async fn two_replicas_per_controller_converge_hand_over_and_count_on_the_leader_
         before,
         "reconciles in a 5 s idle window"
     );
+    // Converged: nothing waits in any queue and nothing runs.
+    for pair in &pairs {
+        for process in &pair.processes {
+            let metrics = scrape(process.metrics_port).await;
+            for family in ["workqueue_depth", "workqueue_unfinished_work_seconds"] {
+                let value = sample(&metrics, &format!("{family}{{name=\"{}\"", pair.controller));
+                assert_eq!(value, 0.0, "{} {family} when idle", process.name);
+            }
+        }
+    }
 
     // Kill every leader; each standby takes over and reconciles a new change within the lease.
     let holders: Vec<Option<String>> = {
