@@ -78,6 +78,16 @@ cargo nextest run --workspace --locked --no-fail-fast --show-progress=none
 step "Helm chart and image tests"
 python3 -m pytest tests/charts tests/packaging -q -p no:cacheprovider
 
+# promtool checks and unit-tests the chart's rendered alerts (tests/alerts). It is built from
+# tools/promtool with Go (cold: ~550 CPU-seconds, 5-9 minutes on 2 cores, see docs/testing.md; cached in
+# .cache/promtool). Without Go (only possible with --skip-control-plane) the step is skipped.
+if command -v go >/dev/null 2>&1; then
+  step "Alert rules: promtool check rules and promtool test rules (tests/alerts)"
+  KAOS_PROMTOOL="$(scripts/promtool path)" python3 -m pytest tests/alerts -q -p no:cacheprovider
+else
+  step "Alert rules: skipped (no Go to build promtool)"
+fi
+
 if [ "$skip_control_plane" = 1 ]; then
   step "Real control plane suites: skipped (--skip-control-plane)"
 else
