@@ -31,10 +31,10 @@ if [ "$skip_control_plane" != 1 ]; then
       "install it (https://go.dev/dl/), or pass --skip-control-plane to leave them out." >&2
     exit 1
   fi
-  # Fetch the Go modules (network-bound, ~2 GB on a cold machine) while Rust compiles (CPU-bound);
+  # Fetch the Go modules of the plane and of promtool (network-bound, ~2 GB on a cold machine) while Rust compiles (CPU-bound);
   # the build step below waits for it. A failed fetch is retried by that build.
   mkdir -p .cache/control-plane/logs
-  for module in tools/control-plane/*/; do
+  for module in tools/control-plane/*/ tools/promtool/; do
     (cd "$module" && GOWORK=off go mod download) >".cache/control-plane/logs/download-$(basename "$module").log" 2>&1 &
   done
 fi
@@ -86,6 +86,16 @@ cargo nextest run --workspace --locked --no-fail-fast --show-progress=none
 
 step "Helm chart and image tests"
 python3 -m pytest tests/charts tests/packaging -q -p no:cacheprovider
+
+# promtool checks and unit-tests the chart's rendered alerts (tests/alerts). It is built from
+# tools/promtool with Go (cold: ~550 CPU-seconds, 5-9 minutes on 2 cores, see docs/testing.md; cached in
+# .cache/promtool). Without Go (only possible with --skip-control-plane) the step is skipped.
+if command -v go >/dev/null 2>&1; then
+  step "Alert rules: promtool check rules and promtool test rules (tests/alerts)"
+  KAOS_PROMTOOL="$(scripts/promtool path)" python3 -m pytest tests/alerts -q -p no:cacheprovider
+else
+  step "Alert rules: skipped (no Go to build promtool)"
+fi
 
 if [ "$skip_control_plane" = 1 ]; then
   step "Real control plane suites: skipped (--skip-control-plane)"

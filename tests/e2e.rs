@@ -5,7 +5,7 @@
 //! duration without any Ready agent leaving Ready; SIGTERM hands over in about a second; only
 //! leaders' reconcile counters move.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -239,10 +239,14 @@ async fn two_replicas_per_controller_converge_hand_over_and_count_on_the_leader_
     // Only the leaders reconciled.
     let leases: Api<Lease> = Api::namespaced(client.clone(), "kaos-system");
     let mut leaders = Vec::new();
+    let mut leaders_export = BTreeSet::new();
     for pair in &pairs {
         let (leader, _) = leader_of(&leases, pair, None).await;
         for (i, process) in pair.processes.iter().enumerate() {
             let metrics = scrape(process.metrics_port).await;
+            if i == leader {
+                leaders_export.extend(exported_series(&metrics));
+            }
             let success = sample(
                 &metrics,
                 &format!(
@@ -254,6 +258,18 @@ async fn two_replicas_per_controller_converge_hand_over_and_count_on_the_leader_
                 &metrics,
                 &format!("leader_election_master_status{{name=\"{}\"}}", pair.lease),
             );
+            let queue = |family: &str| {
+                sample(
+                    &metrics,
+                    &format!(
+                        "{family}{{name=\"{0}\",controller=\"{0}\"}}",
+                        pair.controller
+                    ),
+                )
+            };
+            let adds = queue("workqueue_adds_total");
+            let waited = queue("workqueue_queue_duration_seconds_count");
+            let worked = queue("workqueue_work_duration_seconds_count");
             if i == leader {
                 assert!(
                     success > 0.0,
@@ -261,13 +277,63 @@ async fn two_replicas_per_controller_converge_hand_over_and_count_on_the_leader_
                     process.name
                 );
                 assert_eq!(leading, 1.0, "{} reports it leads", process.name);
+                // Every reconcile was queued first: a trigger's add or a requeue come due.
+                assert!(
+                    waited > 0.0 && adds >= waited && worked >= success,
+                    "{}: adds {adds}, queue durations {waited}, work durations {worked}, successes {success}",
+                    process.name
+                );
+                let queued_sum = queue("workqueue_queue_duration_seconds_sum");
+                assert!(
+                    queued_sum / waited < 10.0,
+                    "{}: objects waited {}s on average",
+                    process.name,
+                    queued_sum / waited
+                );
+                assert!(
+                    metrics.contains("kaos_resources{kind="),
+                    "the leader {} exports kaos_resources",
+                    process.name
+                );
             } else {
                 assert_eq!(success, 0.0, "standby {} reconciled", process.name);
                 assert_eq!(leading, 0.0);
+                assert_eq!(
+                    (adds, worked),
+                    (0.0, 0.0),
+                    "standby {} queued",
+                    process.name
+                );
+                assert!(
+                    !metrics.contains("kaos_resources{"),
+                    "standby {} exports kaos_resources (alerts would count them twice)",
+                    process.name
+                );
+            }
+            for family in [
+                "workqueue_depth",
+                "workqueue_retries_total",
+                "workqueue_unfinished_work_seconds",
+                "workqueue_longest_running_processor_seconds",
+            ] {
+                assert!(
+                    metrics.contains(&format!("{family}{{name=\"{}\"", pair.controller)),
+                    "{} exports no {family}",
+                    process.name
+                );
             }
         }
         leaders.push(leader);
     }
+
+    // The chart's dashboards and alerts query only what the controllers export.
+    let queried = charted_metrics();
+    assert!(queried.len() > 10, "{queried:?}");
+    let missing: Vec<_> = queried.difference(&leaders_export).collect();
+    assert!(
+        missing.is_empty(),
+        "the dashboards or alerts query series no controller exports: {missing:?}"
+    );
 
     // Converged: the leaders go quiet, peer cycles included.
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -278,6 +344,16 @@ async fn two_replicas_per_controller_converge_hand_over_and_count_on_the_leader_
         before,
         "reconciles in a 5 s idle window"
     );
+    // Converged: nothing waits in any queue and nothing runs.
+    for pair in &pairs {
+        for process in &pair.processes {
+            let metrics = scrape(process.metrics_port).await;
+            for family in ["workqueue_depth", "workqueue_unfinished_work_seconds"] {
+                let value = sample(&metrics, &format!("{family}{{name=\"{}\"", pair.controller));
+                assert_eq!(value, 0.0, "{} {family} when idle", process.name);
+            }
+        }
+    }
 
     // Kill every leader; each standby takes over and reconciles a new change within the lease.
     let holders: Vec<Option<String>> = {
@@ -459,4 +535,42 @@ fn mcpserver_registry() -> String {
     format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: kaos-mcp-runtimes, namespace: kaos-system}}\ndata:\n  runtimes.yaml: |\n{body}"
     )
+}
+
+/// The series names of a Prometheus text exposition (histograms' `_bucket`, `_sum`, `_count`).
+fn exported_series(metrics: &str) -> impl Iterator<Item = String> + '_ {
+    metrics
+        .lines()
+        .filter(|line| !line.starts_with('#') && !line.is_empty())
+        .filter_map(|line| line.split(['{', ' ']).next())
+        .map(str::to_owned)
+}
+
+/// The series the chart's Grafana dashboards and PrometheusRule query: their expressions'
+/// identifiers with one of the families' prefixes.
+fn charted_metrics() -> BTreeSet<String> {
+    let chart = repo_root().join("charts/kaos");
+    let mut sources = vec![chart.join("templates/prometheusrule.yaml")];
+    for entry in std::fs::read_dir(chart.join("dashboards")).expect("charts/kaos/dashboards") {
+        sources.push(entry.expect("a dashboard file").path());
+    }
+    const FAMILIES: [&str; 6] = [
+        "controller_runtime_",
+        "workqueue_",
+        "leader_election_",
+        "rest_client_",
+        "process_",
+        "kaos_",
+    ];
+    sources
+        .iter()
+        .flat_map(|path| {
+            let text = std::fs::read_to_string(path)
+                .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+            text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .filter(|word| FAMILIES.iter().any(|family| word.starts_with(family)))
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }

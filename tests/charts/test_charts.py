@@ -214,14 +214,41 @@ def test_dashboards_and_alerts():
         if dashboard["uid"] == "kaos-controllers":
             for metric in ["controller_runtime_reconcile_total", "controller_runtime_reconcile_errors_total",
                            "controller_runtime_reconcile_time_seconds_bucket", "controller_runtime_active_workers",
-                           "leader_election_master_status", "process_resident_memory_bytes", "process_cpu_seconds_total"]:
+                           "leader_election_master_status", "process_resident_memory_bytes", "process_cpu_seconds_total",
+                           "workqueue_depth", "workqueue_retries_total", "workqueue_queue_duration_seconds_bucket",
+                           "workqueue_longest_running_processor_seconds"]:
                 assert metric in exprs, metric
         else:
             assert "kaos_resources" in exprs
     assert len(by_kind(objects, "ServiceMonitor")) == 3
     (rule,) = by_kind(objects, "PrometheusRule")
     alerts = [r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]]
-    assert alerts == ["KaosReconcileErrors", "KaosNoLeader", "KaosResourcesFailed"]
+    assert alerts == ["KaosReconcileErrors", "KaosNoLeader"] + ["KaosControllerAbsent"] * 3 + ["KaosResourcesFailed"]
+    # The alerts' behaviour is tested with promtool (tests/alerts); that the controllers export
+    # every series the dashboards and alerts query, by tests/e2e.rs.
+
+
+def rules(values, **kwargs):
+    (rule,) = by_kind(render({**values, "prometheusRule": {"enabled": True, **values.get("prometheusRule", {})}},
+                             **kwargs), "PrometheusRule")
+    return [r for g in rule["spec"]["groups"] for r in g["rules"]]
+
+
+def test_alerts_link_the_runbooks_at_a_configurable_address():
+    base = "https://docs.example.com/kaos/runbooks.html"
+    for rule in rules({"prometheusRule": {"runbookUrl": base}}):
+        assert rule["annotations"]["runbook_url"] == f"{base}#{rule['alert'].lower()}"
+
+
+def test_lease_alerts_watch_the_installed_controllers_leases_only():
+    exprs = [r["expr"] for r in rules({"agent-controller": {"enabled": False},
+                                        "modelapi-controller": {"controller": {"lease": "models-lease"}}}, release="prod")]
+    assert 'max by (name) (leader_election_master_status{name=~"models-lease|prod-kaos-mcpserver-controller"}) < 1' in exprs
+    absent = [e for e in exprs if e.startswith("absent(")]
+    assert absent == ['absent(leader_election_master_status{name="models-lease"})',
+                      'absent(leader_election_master_status{name="prod-kaos-mcpserver-controller"})']
+    none = rules({name: {"enabled": False} for name in CONTROLLERS})
+    assert [r["alert"] for r in none] == ["KaosReconcileErrors", "KaosResourcesFailed"]
 
 
 def test_one_replica_has_no_disruption_budget():
@@ -424,7 +451,8 @@ def test_names_derive_from_the_release():
         assert role["rules"][0]["resourceNames"] == [role["metadata"]["name"].removesuffix("-leader-election")]
     (rule,) = by_kind(objects, "PrometheusRule")
     exprs = " ".join(r["expr"] for g in rule["spec"]["groups"] for r in g["rules"])
-    assert 'name=~"prod-kaos-.*-controller"' in exprs, "the no-leader alert watches this release's Leases"
+    assert 'name=~"prod-kaos-agent-controller|prod-kaos-modelapi-controller|prod-kaos-mcpserver-controller"' in exprs, \
+        "the no-leader alert watches this release's Leases"
     # A release whose name contains kaos is the prefix itself.
     assert "kaos-staging-agent-controller" in names(render(release="kaos-staging"), "Deployment")
 
@@ -472,6 +500,7 @@ BAD_VALUES = [
     ({"agent-controller": {"nodeSelectr": {"a": "b"}}}, "nodeSelectr"),
     ({"mcpserver-controller": {"controller": {"image": {"digets": "sha256:x"}}}}, "digets"),
     ({"prometheusRule": {"enabeld": True}}, "enabeld"),
+    ({"prometheusRule": {"runbookUrl": "docs/runbooks.md"}}, "/prometheusRule/runbookUrl"),
     ({"dashbords": {"enabled": True}}, "dashbords"),
     ({"global": {"maxConcurrentReconciles": "many"}}, "/global/maxConcurrentReconciles"),
     ({"global": {"telemetry": {"enabled": "yes"}}}, "/global/telemetry/enabled"),

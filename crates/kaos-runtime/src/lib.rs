@@ -31,6 +31,7 @@ pub mod settings;
 pub mod stores;
 pub mod triggers;
 pub mod workload;
+pub mod workqueue;
 
 pub use runner::{ControllerId, Runtime, run};
 pub use settings::{DataPlaneArgs, GatewayArgs, RuntimeArgs};

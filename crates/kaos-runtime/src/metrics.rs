@@ -1,6 +1,7 @@
 //! Prometheus metrics with controller-runtime's names, labels and buckets, so the dashboards
 //! operator users already have work; every family exists from startup.
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -11,6 +12,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use crate::process::ProcessCollector;
+use crate::workqueue::{Ticket, WorkQueue};
 
 /// controller-runtime's reconcile-time buckets (seconds).
 pub const RECONCILE_BUCKETS: &[f64] = &[
@@ -79,13 +81,22 @@ pub struct Metrics {
     leader_status: Family<NameLabels, Gauge>,
     rest_requests: Family<RequestLabels, Counter>,
     resources: Family<ResourceLabels, Gauge>,
+    /// Kinds and phases of `kaos_resources`.
+    kinds: Vec<(String, Vec<String>)>,
+    /// Whether this process leads, as far as `kaos_resources` goes: only the leader exports
+    /// them, so a sum over replicas counts each resource once. Held while the family changes.
+    resources_leading: Mutex<bool>,
+    /// controller-runtime's `workqueue_*` families.
+    pub workqueue: Arc<WorkQueue>,
 }
 
 impl Metrics {
     /// Registers every family and creates its label sets, so a scrape right after startup shows
-    /// them all. `kinds` lists each custom-resource kind with its phases for `kaos_resources`.
+    /// them all. `kinds` lists each custom-resource kind with its phases for `kaos_resources`,
+    /// which only a leader exports (see [`Metrics::set_leader`]).
     pub fn new(controller: &str, lease: &str, api_host: &str, kinds: &[(&str, &[&str])]) -> Self {
         let mut registry = Registry::default();
+        let workqueue = WorkQueue::register(controller, &mut registry);
         let metrics = Self {
             controller: controller.to_string(),
             reconcile_total: Family::default(),
@@ -97,6 +108,17 @@ impl Metrics {
             leader_status: Family::default(),
             rest_requests: Family::default(),
             resources: Family::default(),
+            kinds: kinds
+                .iter()
+                .map(|(kind, phases)| {
+                    (
+                        kind.to_string(),
+                        phases.iter().map(|p| p.to_string()).collect(),
+                    )
+                })
+                .collect(),
+            resources_leading: Mutex::new(false),
+            workqueue,
             registry: Registry::default(),
         };
         registry.register(
@@ -173,14 +195,6 @@ impl Metrics {
             method: "GET".into(),
             host: api_host.to_string(),
         }));
-        for (kind, phases) in kinds {
-            for phase in *phases {
-                drop(metrics.resources.get_or_create(&ResourceLabels {
-                    kind: kind.to_string(),
-                    phase: phase.to_string(),
-                }));
-            }
-        }
         Self {
             registry,
             ..metrics
@@ -211,12 +225,32 @@ impl Metrics {
             .set(i64::from(n));
     }
 
+    /// Reports whether this process leads. A leader exports `kaos_resources` (every kind and
+    /// phase at 0 until counted); a standby exports none, so alerts and dashboards that sum
+    /// them over the replicas count each resource once.
     pub fn set_leader(&self, lease: &str, leading: bool) {
         self.leader_status
             .get_or_create(&NameLabels {
                 name: lease.to_string(),
             })
             .set(i64::from(leading));
+        let mut resources_leading = self
+            .resources_leading
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if leading && !*resources_leading {
+            for (kind, phases) in &self.kinds {
+                for phase in phases {
+                    drop(self.resources.get_or_create(&ResourceLabels {
+                        kind: kind.clone(),
+                        phase: phase.clone(),
+                    }));
+                }
+            }
+        } else if !leading {
+            self.resources.clear();
+        }
+        *resources_leading = leading;
     }
 
     /// Counts a failed reconcile by the step that failed.
@@ -229,13 +263,14 @@ impl Metrics {
             .inc();
     }
 
-    /// Starts timing one reconcile; finish it with [`ReconcileTimer::finish`].
-    pub fn reconcile_started(&self) -> ReconcileTimer<'_> {
+    /// Starts timing one reconcile of `key` (`namespace/name`), taking it out of the work
+    /// queue; finish it with [`ReconcileTimer::finish`].
+    pub fn reconcile_started(&self, key: &str) -> ReconcileTimer<'_> {
         self.active_workers.get_or_create(&self.labels()).inc();
         ReconcileTimer {
             metrics: self,
             started: Instant::now(),
-            finished: false,
+            ticket: Some(self.workqueue.started(key)),
         }
     }
 
@@ -259,8 +294,16 @@ impl Metrics {
             .inc();
     }
 
-    /// Sets `kaos_resources{kind, phase}` from counts (phases missing from `counts` become 0).
+    /// Sets `kaos_resources{kind, phase}` from counts (phases missing from `counts` become 0),
+    /// if this process leads (a standby exports none).
     pub fn set_resource_counts(&self, kind: &str, phases: &[&str], counts: &[(String, i64)]) {
+        let leading = self
+            .resources_leading
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if !*leading {
+            return;
+        }
         for phase in phases {
             let count = counts
                 .iter()
@@ -289,18 +332,23 @@ pub enum Outcome {
 pub struct ReconcileTimer<'a> {
     metrics: &'a Metrics,
     started: Instant,
-    finished: bool,
+    /// Taken when recorded.
+    ticket: Option<Ticket>,
 }
 
 impl ReconcileTimer<'_> {
     pub fn finish(mut self, outcome: Outcome) -> Duration {
-        self.finished = true;
         self.record(outcome)
     }
 
-    fn record(&self, outcome: Outcome) -> Duration {
+    fn record(&mut self, outcome: Outcome) -> Duration {
         let elapsed = self.started.elapsed();
         let metrics = self.metrics;
+        if let Some(ticket) = self.ticket.take() {
+            // Errors and requeues run again later: client-go counts both as retries.
+            let requeued = matches!(outcome, Outcome::Error | Outcome::RequeueAfter);
+            metrics.workqueue.done(ticket, requeued);
+        }
         let labels = metrics.labels();
         metrics.active_workers.get_or_create(&labels).dec();
         metrics
@@ -329,7 +377,7 @@ impl ReconcileTimer<'_> {
 
 impl Drop for ReconcileTimer<'_> {
     fn drop(&mut self) {
-        if !self.finished {
+        if self.ticket.is_some() {
             self.record(Outcome::Error);
         }
     }
@@ -358,7 +406,8 @@ mod tests {
             "controller_runtime_active_workers{controller=\"agent\"} 0",
             "leader_election_master_status{name=\"kaos-agent-controller\"} 0",
             "rest_client_requests_total{code=\"200\",method=\"GET\",host=\"10.0.0.1:443\"} 0",
-            "kaos_resources{kind=\"Agent\",phase=\"Ready\"} 0",
+            "workqueue_adds_total{name=\"agent\",controller=\"agent\"} 0",
+            "workqueue_depth{name=\"agent\",controller=\"agent\",priority=\"\"} 0",
             "process_resident_memory_bytes ",
             "process_cpu_seconds_total ",
             "process_open_fds ",
@@ -371,9 +420,9 @@ mod tests {
     #[test]
     fn reconciles_are_counted_by_outcome() {
         let metrics = Metrics::new("mcp", "lease", "h", &[]);
-        metrics.reconcile_started().finish(Outcome::Success);
-        metrics.reconcile_started().finish(Outcome::Error);
-        drop(metrics.reconcile_started());
+        metrics.reconcile_started("ns/a").finish(Outcome::Success);
+        metrics.reconcile_started("ns/a").finish(Outcome::Error);
+        drop(metrics.reconcile_started("ns/b"));
         let text = metrics.encode();
         assert!(
             text.contains(
@@ -397,6 +446,54 @@ mod tests {
         );
         assert!(
             text.contains("controller_runtime_active_workers{controller=\"mcp\"} 0"),
+            "{text}"
+        );
+        // The same reconciles are the queue's work; both errors run again.
+        assert!(
+            text.contains(
+                "workqueue_work_duration_seconds_count{name=\"mcp\",controller=\"mcp\"} 3"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("workqueue_retries_total{name=\"mcp\",controller=\"mcp\"} 2"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn only_the_leader_exports_resource_counts() {
+        let metrics = Metrics::new("agent", "lease", "h", &[("Agent", &["Ready", "Failed"])]);
+        let failed = "kaos_resources{kind=\"Agent\",phase=\"Failed\"}";
+        let counts = [("Failed".to_string(), 2)];
+        metrics.set_resource_counts("Agent", &["Ready", "Failed"], &counts);
+        assert!(
+            !metrics.encode().contains("kaos_resources{"),
+            "a standby exports none"
+        );
+
+        metrics.set_leader("lease", true);
+        let text = metrics.encode();
+        assert!(
+            text.contains(&format!("{failed} 0")),
+            "every phase from the moment it leads:\n{text}"
+        );
+        metrics.set_resource_counts("Agent", &["Ready", "Failed"], &counts);
+        let text = metrics.encode();
+        assert!(text.contains(&format!("{failed} 2")), "{text}");
+        assert!(
+            text.contains("kaos_resources{kind=\"Agent\",phase=\"Ready\"} 0"),
+            "{text}"
+        );
+
+        metrics.set_leader("lease", false);
+        let text = metrics.encode();
+        assert!(
+            !text.contains("kaos_resources{"),
+            "cleared when leadership is lost:\n{text}"
+        );
+        assert!(
+            text.contains("leader_election_master_status{name=\"lease\"} 0"),
             "{text}"
         );
     }

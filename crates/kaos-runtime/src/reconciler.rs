@@ -6,6 +6,8 @@
 //!   debounce that merges bursts;
 //! - [`Core::reconcile`] runs one reconcile as the leader, once the caches have synced, with the
 //!   finalizer added in the same pass and removed on deletion;
+//! - the work queue's metrics (`workqueue_*`, [`crate::workqueue`]) are observed around the
+//!   Controller: every trigger stream counts its objects in, a reconcile takes them out;
 //! - [`Core::converge`] writes the children ([`crate::converge`]), [`Core::write_status`] the
 //!   status, each only when it differs from what the cache shows or this process just wrote.
 
@@ -91,6 +93,27 @@ pub struct Wiring<K: Primary> {
     pub children: Children,
     /// Resolve once every cache the reconcile reads has synced; add the dependency caches.
     pub synced: Vec<BoxFuture<'static, ()>>,
+    /// Counts the triggers into the work queue metrics.
+    runtime: Runtime,
+}
+
+/// The work-queue key of an object: `namespace/name`, as [`Core::reconcile`] names it.
+fn queue_key(namespace: Option<&str>, name: &str) -> String {
+    format!("{}/{name}", namespace.unwrap_or_default())
+}
+
+/// Counts the owners of kind `K` of each child into the work queue, as kube-runtime's
+/// `owns_stream` maps a child's event to them (every owner reference of that kind).
+fn enqueue_owners<K: Primary, C: Resource>(runtime: &Runtime) -> impl Fn(&C) + Send + 'static {
+    let runtime = runtime.clone();
+    move |child| {
+        let meta = child.meta();
+        for owner in meta.owner_references.iter().flatten() {
+            if ObjectRef::<K>::from_owner_ref(meta.namespace.as_deref(), owner, ()).is_some() {
+                runtime.enqueued(&queue_key(meta.namespace.as_deref(), &owner.name));
+            }
+        }
+    }
 }
 
 /// Whether HTTPRoutes are watched: the gateway is enabled, or the API exists (so routes left
@@ -139,7 +162,16 @@ where
             on_event(event)
         })
         .touched_objects()
-        .predicate_filter(spec_or_deletion::<K>, Default::default());
+        .predicate_filter(spec_or_deletion::<K>, Default::default())
+        .inspect_ok({
+            let runtime = runtime.clone();
+            move |object| {
+                runtime.enqueued(&queue_key(
+                    object.meta().namespace.as_deref(),
+                    &object.name_any(),
+                ))
+            }
+        });
     let expectations = Arc::<Expectations>::default();
     let (deployments, deployment_events) =
         stores::cache::<DeploymentView>(client, namespace, selector);
@@ -154,8 +186,16 @@ where
         .debounce(runtime.args.reconcile_debounce);
     let mut controller = Controller::for_stream(primary, store.clone())
         .with_config(config)
-        .owns_stream(deployment_events.touched_objects())
-        .owns_stream(service_events.touched_objects());
+        .owns_stream(
+            deployment_events
+                .touched_objects()
+                .inspect_ok(enqueue_owners::<K, _>(runtime)),
+        )
+        .owns_stream(
+            service_events
+                .touched_objects()
+                .inspect_ok(enqueue_owners::<K, _>(runtime)),
+        );
     let primary_synced = async move {
         let _ = primary_ready.wait_for(|synced| *synced).await;
     }
@@ -165,7 +205,11 @@ where
     if kinds.config_maps {
         let (store, events) = stores::cache::<ConfigMap>(client, namespace, selector);
         let events = events.inspect_ok(forget_deleted(&expectations, ChildKind::ConfigMap));
-        controller = controller.owns_stream(events.touched_objects());
+        controller = controller.owns_stream(
+            events
+                .touched_objects()
+                .inspect_ok(enqueue_owners::<K, _>(runtime)),
+        );
         synced.push(ready(&store));
         config_maps = Some(store);
     }
@@ -174,7 +218,11 @@ where
         let (store, events) =
             stores::cache::<PartialObjectMeta<Secret>>(client, namespace, selector);
         let events = events.inspect_ok(forget_deleted(&expectations, ChildKind::Secret));
-        controller = controller.owns_stream(events.touched_objects());
+        controller = controller.owns_stream(
+            events
+                .touched_objects()
+                .inspect_ok(enqueue_owners::<K, _>(runtime)),
+        );
         synced.push(ready(&store));
         secrets = Some(store);
     }
@@ -183,7 +231,12 @@ where
         let resource = http_route_resource();
         let (store, events) = stores::dynamic_cache(client, namespace, &resource, selector);
         let events = events.inspect_ok(forget_deleted(&expectations, ChildKind::HttpRoute));
-        controller = controller.owns_stream_with(events.touched_objects(), resource);
+        controller = controller.owns_stream_with(
+            events
+                .touched_objects()
+                .inspect_ok(enqueue_owners::<K, _>(runtime)),
+            resource,
+        );
         synced.push(ready(&store));
         routes = Some(store);
     }
@@ -199,6 +252,7 @@ where
             expectations,
         },
         synced,
+        runtime: runtime.clone(),
     }
 }
 
@@ -236,11 +290,28 @@ impl<K: Primary> Wiring<K> {
         RFut: Future<Output = Result<Action, ReconcileError>> + Send + 'static,
         E: Fn(Arc<K>, &ReconcileError, Arc<Ctx>) -> Action + Send + Sync + 'static,
     {
+        // A new leader reconciles every object in its cache: each is an add.
+        let (store, queue) = (self.store.clone(), runtime.clone());
+        let resync = runtime.leadership_gained().inspect(move |()| {
+            for object in store.state() {
+                queue.enqueued(&queue_key(
+                    object.meta().namespace.as_deref(),
+                    &object.name_any(),
+                ));
+            }
+        });
+        let queue = runtime.metrics.workqueue.clone();
         self.controller
-            .reconcile_all_on(runtime.leadership_gained())
+            .reconcile_all_on(resync)
             .graceful_shutdown_on(runtime.shutdown_signal())
             .run(reconcile, error_policy, context)
-            .for_each(|_| async {})
+            .for_each(move |result| {
+                // Queued, then gone from the cache before its turn: kube-runtime drops it.
+                if let Err(controller::Error::ObjectNotFound(object)) = result {
+                    queue.forget(&queue_key(object.namespace.as_deref(), &object.name));
+                }
+                async {}
+            })
     }
 
     /// A trigger stream of extra objects to reconcile (dependents of another kind's change).
@@ -248,7 +319,10 @@ impl<K: Primary> Wiring<K> {
         mut self,
         trigger: impl Stream<Item = ObjectRef<K>> + Send + 'static,
     ) -> Self {
-        self.controller = self.controller.reconcile_on(trigger);
+        let runtime = self.runtime.clone();
+        self.controller = self.controller.reconcile_on(trigger.inspect(move |object| {
+            runtime.enqueued(&queue_key(object.namespace.as_deref(), &object.name))
+        }));
         self
     }
 }

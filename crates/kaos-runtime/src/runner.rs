@@ -50,8 +50,28 @@ impl Runtime {
         args: RuntimeArgs,
     ) -> (Self, watch::Sender<bool>) {
         let (_, leading) = watch::channel(true);
+        let (runtime, shutdown) = Self::for_tests_with_leader(client, id, args, leading);
+        runtime.metrics.set_leader(id.lease, true);
+        (runtime, shutdown)
+    }
+
+    /// A runtime for tests whose leadership follows `leading` (`leader_election_master_status`
+    /// and the leader-only metrics follow it once a Tokio runtime runs the mirroring task).
+    pub fn for_tests_with_leader(
+        client: kube::Client,
+        id: ControllerId,
+        args: RuntimeArgs,
+        leading: watch::Receiver<bool>,
+    ) -> (Self, watch::Sender<bool>) {
         let (shutdown_tx, shutdown) = watch::channel(false);
         let metrics = Arc::new(Metrics::new(id.name, id.lease, "test", id.kinds));
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(mirror_leadership(
+                metrics.clone(),
+                id.lease.to_string(),
+                leading.clone(),
+            ));
+        }
         let runtime = Self {
             client,
             metrics,
@@ -123,7 +143,9 @@ impl Runtime {
         });
     }
 
-    /// Keeps `kaos_resources{kind,phase}` up to date from the controllers' caches, every 5 s.
+    /// Keeps `kaos_resources{kind,phase}` up to date from the controllers' caches, every 5 s and
+    /// at once when this replica becomes the leader; a standby exports none (see
+    /// [`Metrics::set_leader`]), so summing over replicas counts each resource once.
     pub fn track_phases<K, F>(
         &self,
         kind: &'static str,
@@ -137,19 +159,24 @@ impl Runtime {
     {
         let metrics = self.metrics.clone();
         let mut shutdown = self.shutdown.clone();
+        let mut leading = self.leading.clone();
         tokio::spawn(async move {
             loop {
-                let mut counts: Vec<(String, i64)> = Vec::new();
-                for object in stores.iter().flat_map(|s| s.state()) {
-                    let phase = phase_of(&object).unwrap_or("Pending").to_string();
-                    match counts.iter_mut().find(|(p, _)| *p == phase) {
-                        Some((_, n)) => *n += 1,
-                        None => counts.push((phase, 1)),
+                if *leading.borrow_and_update() {
+                    let mut counts: Vec<(String, i64)> = Vec::new();
+                    for object in stores.iter().flat_map(|s| s.state()) {
+                        let phase = phase_of(&object).unwrap_or("Pending").to_string();
+                        match counts.iter_mut().find(|(p, _)| *p == phase) {
+                            Some((_, n)) => *n += 1,
+                            None => counts.push((phase, 1)),
+                        }
                     }
+                    metrics.set_resource_counts(kind, phases, &counts);
                 }
-                metrics.set_resource_counts(kind, phases, &counts);
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+                    // A sender gone (no election) never changes again: keep the 5 s tick.
+                    Ok(()) = leading.changed() => {}
                     _ = shutdown.wait_for(|s| *s) => return,
                 }
             }
@@ -186,12 +213,13 @@ impl Runtime {
         work: impl Future<Output = Result<Action, E>>,
     ) -> Result<Action, E> {
         if !self.is_leader() {
+            self.metrics.workqueue.forget(key);
             return Ok(Action::await_change());
         }
         if !self.is_synced() {
             let _ = self.synced.subscribe().wait_for(|s| *s).await;
         }
-        let timer = self.metrics.reconcile_started();
+        let timer = self.metrics.reconcile_started(key);
         let result = work.await;
         let outcome = match &result {
             Ok(action) if *action == Action::await_change() => Outcome::Success,
@@ -205,9 +233,31 @@ impl Runtime {
         result
     }
 
+    /// Notes that `key` (`namespace/name`) was queued for a reconcile (`workqueue_adds_total`,
+    /// `workqueue_depth`). A standby reconciles nothing, so it queues nothing either.
+    pub fn enqueued(&self, key: &str) {
+        if self.is_leader() {
+            self.metrics.workqueue.add(key);
+        }
+    }
+
     /// The retry after a failed reconcile of `key`: exponential per object.
     pub fn retry_after_error(&self, key: &str) -> Action {
         Action::requeue(self.backoff.next_delay(key))
+    }
+}
+
+/// Keeps the leader-dependent metrics in step with `leading`.
+async fn mirror_leadership(
+    metrics: Arc<Metrics>,
+    lease: String,
+    mut leading: watch::Receiver<bool>,
+) {
+    loop {
+        metrics.set_leader(&lease, *leading.borrow_and_update());
+        if leading.changed().await.is_err() {
+            return;
+        }
     }
 }
 
@@ -353,19 +403,11 @@ where
         drop(leading_tx);
         None
     };
-    {
-        let metrics = metrics.clone();
-        let lease = lease_name.clone();
-        let mut leading = leading.clone();
-        tokio::spawn(async move {
-            loop {
-                metrics.set_leader(&lease, *leading.borrow_and_update());
-                if leading.changed().await.is_err() {
-                    return;
-                }
-            }
-        });
-    }
+    tokio::spawn(mirror_leadership(
+        metrics.clone(),
+        lease_name.clone(),
+        leading.clone(),
+    ));
     tokio::spawn(async move {
         stop.await;
         tracing::info!("shutting down");
