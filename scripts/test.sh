@@ -11,7 +11,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step shows the time since the start, so a CI log says where the time went.
+step() { printf '\n==> [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
 
 skip_control_plane="${KAOS_SKIP_CONTROL_PLANE:-0}"
 for arg in "$@"; do
@@ -107,3 +108,5 @@ else
   step "Real control plane suites (kube-apiserver v1.37.2, helm, the controllers out of cluster)"
   KAOS_CONTROL_PLANE=1 python3 -m pytest tests/control_plane -q -p no:cacheprovider
 fi
+
+step "All checks passed"
