@@ -86,6 +86,9 @@ pub struct Metrics {
     /// Whether this process leads, as far as `kaos_resources` goes: only the leader exports
     /// them, so a sum over replicas counts each resource once. Held while the family changes.
     resources_leading: Mutex<bool>,
+    /// `resources_leading` as it changes, sent after the change: a phase tracker that counts on
+    /// this signal finds the family open to its counts (see `track_phases`).
+    leading_exported: tokio::sync::watch::Sender<bool>,
     /// controller-runtime's `workqueue_*` families.
     pub workqueue: Arc<WorkQueue>,
 }
@@ -118,6 +121,7 @@ impl Metrics {
                 })
                 .collect(),
             resources_leading: Mutex::new(false),
+            leading_exported: tokio::sync::watch::Sender::new(false),
             workqueue,
             registry: Registry::default(),
         };
@@ -251,6 +255,15 @@ impl Metrics {
             self.resources.clear();
         }
         *resources_leading = leading;
+        drop(resources_leading);
+        self.leading_exported
+            .send_if_modified(|exported| std::mem::replace(exported, leading) != leading);
+    }
+
+    /// Changes of whether this process exports `kaos_resources`, each sent once
+    /// [`Metrics::set_leader`] has opened or cleared the family.
+    pub fn leading_exported(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.leading_exported.subscribe()
     }
 
     /// Counts a failed reconcile by the step that failed.

@@ -159,7 +159,9 @@ impl Runtime {
     {
         let metrics = self.metrics.clone();
         let mut shutdown = self.shutdown.clone();
-        let mut leading = self.leading.clone();
+        // Not `self.leading`: a tracker woken by the election before the metrics have opened the
+        // family would count into a closed family and export nothing until the next tick.
+        let mut leading = metrics.leading_exported();
         tokio::spawn(async move {
             loop {
                 if *leading.borrow_and_update() {
@@ -175,7 +177,6 @@ impl Runtime {
                 }
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_secs(5)) => {}
-                    // A sender gone (no election) never changes again: keep the 5 s tick.
                     Ok(()) = leading.changed() => {}
                     _ = shutdown.wait_for(|s| *s) => return,
                 }

@@ -48,7 +48,9 @@ fn runtime(leading: watch::Receiver<bool>) -> (Runtime, watch::Sender<bool>) {
     Runtime::for_tests_with_leader(client, ID, args, leading)
 }
 
-/// Polls `metrics` until `check` holds (the phase tracker runs on its own task).
+/// Polls `metrics` until `check` holds (the phase tracker runs on its own task). The tests run
+/// on tokio's paused clock, so the 2 s bound is virtual time: well under the tracker's 5 s tick
+/// however loaded the machine is.
 async fn until(runtime: &Runtime, what: &str, check: impl Fn(&str) -> bool) {
     for _ in 0..200 {
         if check(&runtime.metrics.encode()) {
@@ -59,7 +61,7 @@ async fn until(runtime: &Runtime, what: &str, check: impl Fn(&str) -> bool) {
     panic!("{what}:\n{}", runtime.metrics.encode());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn only_the_leader_exports_resource_counts() {
     let (leading_tx, leading) = watch::channel(false);
     let (runtime, _stop) = runtime(leading);
@@ -97,7 +99,7 @@ async fn only_the_leader_exports_resource_counts() {
     .await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_standby_queues_and_reconciles_nothing() {
     let (_leading_tx, leading) = watch::channel(false);
     let (runtime, _stop) = runtime(leading);
