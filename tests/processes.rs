@@ -91,13 +91,7 @@ impl Drop for Process {
     }
 }
 
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
+pub use kaos_testkit::free_port;
 
 /// Starts `kaos-testkit serve` with the CRDs and the deployment simulator; returns the process
 /// and its kubeconfig.

@@ -11,6 +11,7 @@ import re
 import signal
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -34,10 +35,32 @@ def lease_name(binary):
     return f"kaos-{binary}"
 
 
+_next_port = None
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port free now, below the kernel's ephemeral range, as kaos_testkit::free_port:
+    a port-0 bind elsewhere on the machine (the plane's components, a parallel test) can never be
+    given it before the controller binds it; successive calls never repeat a port."""
+    global _next_port
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as ports:
+            highest = int(ports.read().split()[0]) - 1
+    except (OSError, ValueError, IndexError):
+        highest = 32767
+    span = highest - 10_000
+    if _next_port is None:
+        _next_port = (os.getpid() * 2654435761 + time.time_ns()) % span
+    for _ in range(span):
+        port = 10_000 + _next_port % span
+        _next_port += 1
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free loopback port below the ephemeral range")
 
 
 def http_get(port, path):

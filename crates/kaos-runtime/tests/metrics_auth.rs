@@ -61,14 +61,6 @@ subjects:
 - {kind: ServiceAccount, name: controller, namespace: default}
 "#;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
 /// Accepts any server certificate: the process's own is self-signed, as a ServiceMonitor with
 /// `insecureSkipVerify` accepts it.
 #[derive(Debug)]
@@ -205,7 +197,7 @@ async fn start(extra: &[String]) -> Setup {
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
         .await
         .expect("config");
-    let port = free_port();
+    let port = kaos_testkit::free_port();
     let mut flags = vec![
         "test".to_string(),
         format!("--metrics-bind-address=127.0.0.1:{port}"),

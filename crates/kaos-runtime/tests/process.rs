@@ -80,14 +80,6 @@ async fn two_electors_never_lead_together_and_hand_over_within_two_seconds_of_a_
     standby.stop.send(true).expect("stop");
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
 async fn http_get(port: u16, path: &str) -> (u16, String) {
     let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
@@ -130,7 +122,7 @@ const ID: ControllerId = ControllerId {
 #[tokio::test]
 async fn a_process_serves_every_metric_family_and_its_probes_from_startup() {
     let server = served().await;
-    let (metrics_port, probe_port) = (free_port(), free_port());
+    let (metrics_port, probe_port) = (kaos_testkit::free_port(), kaos_testkit::free_port());
     let args: RuntimeArgs = {
         #[derive(clap::Parser)]
         struct Cli {

@@ -16,6 +16,7 @@ pub mod http;
 pub mod manifests;
 mod meta;
 mod patch;
+pub mod ports;
 pub mod resources;
 pub mod schema;
 pub mod selectors;
@@ -24,4 +25,5 @@ pub mod simulator;
 
 pub use cluster::Cluster;
 pub use http::ApiServer;
+pub use ports::free_port;
 pub use server::{ServeOptions, TestServer};
