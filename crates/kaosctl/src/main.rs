@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use kaosctl::dev::{self, Cluster, Options, StartError};
+use kaosctl::migrate;
 use kaosctl::render::{render, to_yaml};
 use serde_json::Value;
 
@@ -68,6 +69,39 @@ enum Command {
     },
     /// Print the CustomResourceDefinitions.
     Crds,
+    /// Move a cluster from the KAOS Go operator to kaos-rs: print the plan, stop KAOS (with
+    /// --scale-down-kaos), let the chart adopt KAOS's CRDs (Helm's ownership label and
+    /// annotations; spec and resources untouched) and print the next commands. With --check:
+    /// read-only, non-zero until the migration is complete.
+    Migrate {
+        /// The cluster of this kubeconfig (its current context); default: $KUBECONFIG or
+        /// ~/.kube/config.
+        #[arg(long, value_name = "PATH")]
+        kubeconfig: Option<PathBuf>,
+        /// The Helm release that will own the CRDs (`helm install RELEASE charts/kaos`).
+        #[arg(long, default_value = "kaos")]
+        release: String,
+        /// The namespace of that release (`helm install -n NAMESPACE`).
+        #[arg(long, short = 'n', default_value = "kaos-system")]
+        namespace: String,
+        /// Print what would change and let the API server validate it (dryRun=All); change nothing.
+        #[arg(long, conflicts_with = "check")]
+        dry_run: bool,
+        /// Scale the KAOS operator's Deployment(s) to 0 and wait for their pods to go, instead of
+        /// refusing while KAOS runs.
+        #[arg(long, conflicts_with = "check")]
+        scale_down_kaos: bool,
+        /// Adopt CRDs even when they belong to another Helm release.
+        #[arg(long, conflicts_with = "check")]
+        force: bool,
+        /// Read-only: exit non-zero unless the CRDs belong to the release, it is deployed, no
+        /// KAOS operator runs and kaos-rs has reconciled every Agent, ModelAPI and MCPServer.
+        #[arg(long)]
+        check: bool,
+        /// Seconds --scale-down-kaos waits for the KAOS operator's pods to go.
+        #[arg(long, default_value_t = 120)]
+        timeout: u64,
+    },
 }
 
 /// An error and what to do about it.
@@ -80,6 +114,12 @@ fn fail(hint: &'static str) -> impl FnOnce(anyhow::Error) -> Failure {
     move |error| Failure {
         error,
         hint: hint.into(),
+    }
+}
+
+impl From<migrate::Failure> for Failure {
+    fn from(migrate::Failure { error, hint }: migrate::Failure) -> Self {
+        Failure { error, hint }
     }
 }
 
@@ -114,6 +154,54 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             let yaml = kaos_api::crd::all_yaml()
                 .map_err(|e| fail("this is a bug in kaosctl")(e.into()))?;
             print!("{yaml}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Migrate {
+            kubeconfig,
+            release,
+            namespace,
+            dry_run,
+            scale_down_kaos,
+            force,
+            check,
+            timeout,
+        } => {
+            let options = migrate::Options {
+                kubeconfig,
+                release,
+                namespace,
+                dry_run,
+                scale_down_kaos,
+                force,
+                timeout: Duration::from_secs(timeout),
+            };
+            let (client, server) = migrate::connect(options.kubeconfig.as_deref()).await?;
+            if check {
+                let findings = migrate::check(&client, &server, &options).await?;
+                println!(
+                    "Checking the migration of {server} to kaos-rs (Helm release {} in namespace {})",
+                    options.release, options.namespace
+                );
+                for finding in &findings {
+                    let mark = if finding.ok { "ok  " } else { "FAIL" };
+                    println!("  {mark} {}", finding.what);
+                }
+                let failed = findings.iter().filter(|f| !f.ok).count();
+                if failed == 0 {
+                    println!("\nthe migration is complete: kaos-rs reconciles every resource");
+                    return Ok(ExitCode::SUCCESS);
+                }
+                return Err(Failure {
+                    error: anyhow::anyhow!("{failed} check(s) failed"),
+                    hint:
+                        "see FAIL above; docs/install.md (Migrating from KAOS) says what each means"
+                            .into(),
+                });
+            }
+            let survey = migrate::survey(&client, &server, &options).await?;
+            println!("{}", migrate::describe(&survey, &options));
+            let done = migrate::migrate(&client, &survey, &options).await?;
+            print!("{done}");
             Ok(ExitCode::SUCCESS)
         }
         Command::Render { files } => {
