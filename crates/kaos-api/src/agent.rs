@@ -54,14 +54,16 @@ pub(crate) fn object_rules() -> serde_json::Value {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct AgentSpec {
-    /// Name of the ModelAPI (same namespace) this agent talks to.
+    /// Name of the ModelAPI (same namespace) this agent talks to; its `status.endpoint` becomes
+    /// `MODEL_API_URL`.
     #[serde(rename = "modelAPI")]
     #[schemars(length(min = 1, max = modelapi::MAX_NAME_LENGTH), pattern(DNS_LABEL))]
     pub model_api: String,
     /// Model id, passed as `MODEL_NAME`; must be served by the ModelAPI.
     #[schemars(length(min = 1, max = MAX_MODEL_ID))]
     pub model: String,
-    /// Names of MCPServers (same namespace) whose tools this agent may use.
+    /// Names of MCPServers (same namespace) whose tools this agent may use (`MCP_SERVERS`,
+    /// `MCP_SERVER_<name>_URL`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(
         length(max = 64),
@@ -78,14 +80,16 @@ pub struct AgentSpec {
     /// Runtime configuration of the agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<AgentConfig>,
-    /// Wait for the ModelAPI and MCPServers to be ready before creating the Deployment.
+    /// Wait for the ModelAPI and MCPServers to be ready before creating the Deployment; `false`
+    /// creates it anyway.
     #[serde(default = "default_true")]
     pub wait_for_dependencies: bool,
     /// Number of pods. Unset: 1 at creation, then left alone so an HPA or `kubectl scale` can own it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub replicas: Option<i32>,
-    /// Gateway API route settings.
+    /// Gateway API route settings, used only when the operator runs with
+    /// `GATEWAY_API_ENABLED=true`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway_route: Option<GatewayRoute>,
     /// Overrides of the generated `agent` container.
@@ -104,7 +108,10 @@ pub struct AgentNetwork {
     /// Create the Service (and HTTPRoute) and publish `status.endpoint`.
     #[serde(default = "default_true")]
     pub expose: bool,
-    /// Peer Agents (same namespace) this agent may delegate to.
+    /// Peer Agents (same namespace) this agent may delegate to (`PEER_AGENTS`,
+    /// `PEER_AGENT_<NAME>_CARD_URL`). A peer whose status has no endpoint (not exposed, or it
+    /// could not be built) is skipped until it has one; a peer not reconciled yet is listed at the
+    /// endpoint it will publish, so agents created together are not rolled once per peer.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(
         length(max = 128),
@@ -142,10 +149,11 @@ pub struct AgentConfig {
     #[serde(default = "default_loop_steps")]
     #[schemars(range(min = 1, max = 20))]
     pub reasoning_loop_max_steps: i32,
-    /// Conversation memory.
+    /// Conversation memory. Its defaults apply when it is present; without it no `MEMORY_*`
+    /// variables are set and the runtime uses its own defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryConfig>,
-    /// OpenTelemetry settings.
+    /// OpenTelemetry settings, merged with the operator's `DEFAULT_TELEMETRY_*` defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<Telemetry>,
 }
@@ -229,7 +237,9 @@ impl MemoryType {
     }
 }
 
-/// The lifecycle phase of an Agent.
+/// The lifecycle phase of an Agent. `Waiting`: the ModelAPI or an MCPServer is not ready yet;
+/// `Failed`: something is missing or unsupported, as `message` and the `Ready` condition say.
+// This comment, not one on `AgentStatus::phase`, is the schema's description of `status.phase`.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
 pub enum AgentPhase {
     #[default]
@@ -264,15 +274,17 @@ impl AgentPhase {
 pub struct AgentStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<AgentPhase>,
+    /// True when the Deployment has at least one ready replica.
     #[serde(default)]
     pub ready: bool,
-    /// Base URL of the agent's Service (empty when not exposed).
+    /// Base URL of the agent's Service, `http://<service>.<namespace>.svc.cluster.local:<port>`
+    /// (no path); empty when not exposed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
     /// The resources this agent is wired to, e.g. `{"modelapi": "<spec.modelAPI>"}`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub linked_resources: BTreeMap<String, String>,
-    /// A human-readable summary of the phase.
+    /// A human-readable summary of the phase, e.g. `Deployment ready replicas: 1/1`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     /// The owned Deployment's status.

@@ -51,12 +51,15 @@ pub struct ContainerOverride {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 256), inner(length(max = MAX_ENV_TEXT)))]
     pub args: Vec<String>,
-    /// Compute resources of the main container.
+    /// Compute resources (requests and limits) of the main container, in Kubernetes' quantity
+    /// syntax (`500m`, `1Gi`, `2`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(transform = quantity_values)]
     pub resources: Option<ResourceRequirements>,
-    /// Extra environment variables. An entry named like a generated variable replaces that
-    /// variable's value where it stands, so no name appears twice.
+    /// Extra environment variables, placed right after the generated identity variables. An
+    /// entry named like a generated variable replaces that variable's value where it stands, so
+    /// no name appears twice. Names are ones every shell and runtime can read; a value stops at
+    /// 64 KiB, as Linux refuses a single environment string over 128 KiB.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 256), transform = bounded_env_items)]
     pub env: Vec<EnvVar>,
@@ -109,8 +112,10 @@ fn bounded_env_items(schema: &mut schemars::Schema) {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GatewayRoute {
-    /// Request timeout of the route, a Go duration such as `30s`, `5m` or `1h30m`. `0s` sets no
-    /// timeout. Unset: the operator's per-kind default.
+    /// Request timeout of the route, a duration of one to four `<number><h|m|s|ms>` parts such
+    /// as `30s`, `5m`, `1h30m` or `500ms`. `0s` sets no timeout. Unset: the operator's per-kind
+    /// default (`GATEWAY_DEFAULT_AGENT_TIMEOUT`, `GATEWAY_DEFAULT_MODELAPI_TIMEOUT`,
+    /// `GATEWAY_DEFAULT_MCP_TIMEOUT`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 32))]
     #[schemars(extend("x-kubernetes-validations" = [{
@@ -124,11 +129,11 @@ pub struct GatewayRoute {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Telemetry {
-    /// Turns traces, metrics and log correlation on.
+    /// Turns OpenTelemetry traces, metrics and log correlation on.
     #[serde(default)]
     pub enabled: bool,
     /// OTLP gRPC endpoint, for instance `http://otel-collector.observability:4317`. Unset: the
-    /// operator's default endpoint.
+    /// operator's default endpoint (`DEFAULT_TELEMETRY_ENDPOINT`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = MAX_URL))]
     pub endpoint: Option<String>,
@@ -138,14 +143,19 @@ pub struct Telemetry {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeploymentStatus {
+    /// The Deployment's `status.replicas`.
     #[serde(default)]
     pub replicas: i32,
+    /// The Deployment's `status.readyReplicas`.
     #[serde(default)]
     pub ready_replicas: i32,
+    /// The Deployment's `status.availableReplicas`.
     #[serde(default)]
     pub available_replicas: i32,
+    /// The Deployment's `status.updatedReplicas`.
     #[serde(default)]
     pub updated_replicas: i32,
+    /// The Deployment's `status.conditions`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<DeploymentCondition>,
 }

@@ -14,7 +14,7 @@ use crate::mcpserver::{self, MCPServer};
 use crate::modelapi::{self, ModelAPI};
 
 /// Properties whose schemas come from Kubernetes' own types; descriptions below them are dropped.
-const EMBEDDED_KUBERNETES_TYPES: &[&str] = &[
+pub const EMBEDDED_KUBERNETES_TYPES: &[&str] = &[
     "podSpec",
     "resources",
     "env",

@@ -1,5 +1,6 @@
 pub mod agent;
 pub mod common;
 pub mod crd;
+pub mod docs;
 pub mod mcpserver;
 pub mod modelapi;

@@ -50,14 +50,18 @@ pub const CUSTOM_RUNTIME: &str = "custom";
     "message": "runtime custom requires container.image (the MCP server image to run)"
 }]))]
 pub struct MCPServerSpec {
-    /// A runtime of the operator's registry (`kaos-mcp-runtimes`), or `custom`.
+    /// A runtime of the operator's registry (ConfigMap `kaos-mcp-runtimes`, key `runtimes.yaml`,
+    /// in the operator's namespace) such as `python-string`, `kubernetes` or `slack`; or `custom`,
+    /// which runs `container.image`.
     #[schemars(length(min = 1, max = 63), pattern(DNS_LABEL))]
     pub runtime: String,
-    /// Handed to the runtime through its `paramsEnvVar` (e.g. tool code for `python-string`).
+    /// Handed to the runtime through its `paramsEnvVar` (for `python-string`, the Python source
+    /// of the tools, in `MCP_TOOLS_STRING`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = MAX_ENV_TEXT))]
     pub params: Option<String>,
-    /// Service account of the server's pods.
+    /// Service account of the server's pods (e.g. for the `kubernetes` runtime). Unset: the
+    /// namespace's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253), pattern(DNS_SUBDOMAIN))]
     pub service_account_name: Option<String>,
@@ -65,10 +69,11 @@ pub struct MCPServerSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub replicas: Option<i32>,
-    /// OpenTelemetry settings.
+    /// OpenTelemetry settings, merged with the operator's `DEFAULT_TELEMETRY_*` defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<Telemetry>,
-    /// Gateway API route settings.
+    /// Gateway API route settings, used only when the operator runs with
+    /// `GATEWAY_API_ENABLED=true`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway_route: Option<GatewayRoute>,
     /// Overrides of the generated `mcp-server` container; `image` is required for `custom`.
@@ -84,20 +89,24 @@ pub struct MCPServerSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MCPServerStatus {
+    /// The lifecycle phase; `Failed` says what to fix in `message` and the `Ready` condition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<Phase>,
+    /// True when the Deployment has at least one ready replica.
     #[serde(default)]
     pub ready: bool,
-    /// Base URL of the server's Service.
+    /// Base URL of the server's Service, `http://<service>.<namespace>.svc.cluster.local:<port>`
+    /// (no path).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
-    /// A human-readable summary of the phase.
+    /// A human-readable summary of the phase, e.g. `Deployment ready replicas: 1/1`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     /// The owned Deployment's status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment: Option<DeploymentStatus>,
-    /// Tool names the server offers (not yet discovered: always empty for now).
+    /// Tool names the server offers. Always empty for now: listing them needs an MCP handshake
+    /// with the running server, which the controller does not do yet.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub available_tools: Vec<String>,
     /// The `metadata.generation` this status describes.

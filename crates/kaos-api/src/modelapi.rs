@@ -57,7 +57,9 @@ pub(crate) fn object_rules() -> serde_json::Value {
     }
 ]))]
 pub struct ModelAPISpec {
-    /// `Proxy`: a LiteLLM gateway to an upstream API. `Hosted`: Ollama serving the model in cluster.
+    /// `Proxy`: a LiteLLM gateway to an upstream API. `Hosted`: Ollama serving the model in
+    /// cluster. Switching it changes the Service port (8000 for `Proxy`, 11434 for `Hosted`) and
+    /// removes the LiteLLM ConfigMap that `Hosted` does not use.
     pub mode: ModelAPIMode,
     /// Settings of `Proxy` mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -69,10 +71,11 @@ pub struct ModelAPISpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub replicas: Option<i32>,
-    /// Gateway API route settings.
+    /// Gateway API route settings, used only when the operator runs with
+    /// `GATEWAY_API_ENABLED=true`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway_route: Option<GatewayRoute>,
-    /// OpenTelemetry settings.
+    /// OpenTelemetry settings, merged with the operator's `DEFAULT_TELEMETRY_*` defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<Telemetry>,
     /// Overrides of the generated `model-api` container.
@@ -106,7 +109,8 @@ impl ModelAPIMode {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProxyConfig {
-    /// Model ids agents may ask for: exact ids, `provider/*` or `*`.
+    /// Model ids agents may ask for: exact ids, `provider/*` (any id starting with `provider/`)
+    /// or `*`.
     #[schemars(length(min = 1, max = 256), inner(length(min = 1, max = MAX_MODEL_ID)))]
     pub models: Vec<String>,
     /// LiteLLM provider prefix: `model: <provider>/<model>` in the generated config.
@@ -120,7 +124,7 @@ pub struct ProxyConfig {
     /// Key for the upstream API (`PROXY_API_KEY`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key: Option<ApiKey>,
-    /// A complete LiteLLM config used instead of the generated one.
+    /// A complete LiteLLM config used verbatim instead of the generated one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_yaml: Option<ConfigYaml>,
 }
@@ -137,7 +141,7 @@ pub struct ApiKey {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 4096))]
     pub value: Option<String>,
-    /// The key from a Secret or ConfigMap key.
+    /// The key from a Secret key (recommended) or a ConfigMap key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value_from: Option<ApiKeySource>,
 }
@@ -150,8 +154,10 @@ pub struct ApiKey {
     "message": "apiKey.valueFrom: set exactly one of secretKeyRef or configMapKeyRef"
 }]))]
 pub struct ApiKeySource {
+    /// A key of a Secret in the ModelAPI's namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_key_ref: Option<SecretKeySelector>,
+    /// A key of a ConfigMap in the ModelAPI's namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_map_key_ref: Option<ConfigMapKeySelector>,
 }
@@ -187,14 +193,17 @@ pub struct HostedConfig {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelAPIStatus {
+    /// The lifecycle phase; `Failed` says what to fix in `message` and the `Ready` condition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<Phase>,
+    /// True when the Deployment has at least one ready replica.
     #[serde(default)]
     pub ready: bool,
-    /// Base URL of the ModelAPI's Service.
+    /// Base URL of the ModelAPI's Service, `http://<service>.<namespace>.svc.cluster.local:<port>`
+    /// (no path).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
-    /// A human-readable summary of the phase.
+    /// A human-readable summary of the phase, e.g. `Deployment ready replicas: 1/1`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     /// The owned Deployment's status.

@@ -2,7 +2,9 @@
 //!
 //! `crdgen` prints to stdout; `crdgen --write DIR` (re)writes `DIR/<group>_<plural>.yaml`;
 //! `crdgen --write-helm DIR` writes the same files annotated `helm.sh/resource-policy: keep`, as
-//! templates of the kaos-crds chart (so `helm upgrade` upgrades them and uninstall keeps them).
+//! templates of the kaos-crds chart (so `helm upgrade` upgrades them and uninstall keeps them);
+//! `crdgen --write-docs FILE` rewrites the generated region of the API reference `FILE`
+//! (`docs/api.md`) from the same CRDs, leaving the hand-written text around it as it is.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,7 +17,8 @@ fn main() -> ExitCode {
             .map_err(|e| e.to_string()),
         [flag, dir] if flag == "--write" => write_all(PathBuf::from(dir), false),
         [flag, dir] if flag == "--write-helm" => write_all(PathBuf::from(dir), true),
-        _ => Err("usage: crdgen [--write DIR | --write-helm DIR]".to_string()),
+        [flag, file] if flag == "--write-docs" => write_docs(PathBuf::from(file)),
+        _ => Err("usage: crdgen [--write DIR | --write-helm DIR | --write-docs FILE]".to_string()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -40,5 +43,15 @@ fn write_all(dir: PathBuf, helm: bool) -> Result<(), String> {
         std::fs::write(&path, yaml).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         eprintln!("wrote {}", path.display());
     }
+    Ok(())
+}
+
+fn write_docs(path: PathBuf) -> Result<(), String> {
+    let document = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let rendered = kaos_api::docs::render_document(&document)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    std::fs::write(&path, rendered).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    eprintln!("wrote {}", path.display());
     Ok(())
 }
