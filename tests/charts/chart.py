@@ -24,21 +24,29 @@ def notes(values=None, **kwargs):
     return text
 
 
-def render(values=None, chart=UMBRELLA, release=RELEASE, namespace=NAMESPACE):
-    """Every object the chart renders with `values`, in template order."""
+def render(values=None, chart=UMBRELLA, release=RELEASE, namespace=NAMESPACE, hooks=False):
+    """Every object the release installs with `values`, in template order; with hooks, the Helm
+    hooks too (helm runs those at their event only, e.g. the pre-delete uninstall Jobs)."""
     templates = render_templates(values, chart, release, namespace)
     objects = []
     for path in sorted(templates):
         if path.endswith("/NOTES.txt"):
             continue
         for document in yaml.safe_load_all(templates[path]):
-            if document:
+            if document and (hooks or not is_hook(document)):
                 objects.append(document)
     return objects
 
 
+def is_hook(obj):
+    """A Helm hook (e.g. the pre-delete uninstall Job): run by helm at its event, never applied
+    with the release."""
+    return "helm.sh/hook" in (obj.get("metadata", {}).get("annotations") or {})
+
+
 def default_manifest():
-    """The default rendering as one YAML stream: what deploy/kaos.yaml holds."""
+    """The default rendering as one YAML stream: what deploy/kaos.yaml holds. Without the Helm
+    hooks: `kubectl apply` would run the uninstall Job at once (docs/install.md)."""
     header = (
         "# Generated from charts/kaos with default values (release kaos, namespace kaos-system)\n"
         "# by scripts/render-deploy.py; a test keeps it equal to the chart. Do not edit.\n"

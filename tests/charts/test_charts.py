@@ -10,7 +10,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from chart import NAMESPACE, REPO, SUBCHARTS, UMBRELLA, default_manifest, notes, render
+from chart import NAMESPACE, REPO, SUBCHARTS, UMBRELLA, default_manifest, is_hook, notes, render
 
 KUBERNETES_VERSIONS = ["1.33.0", "1.37.0"]
 # Custom resources the validator has no schema for.
@@ -514,6 +514,8 @@ BAD_VALUES = [
     ({"global": {"serviceMonitor": {"ca": {"secret": {"name": "x"}}}}}, "/global/serviceMonitor/ca/secret"),
     ({"global": {"podSecurity": "privileged"}}, "/global/podSecurity"),
     ({"agent-controller": {"podSecurity": "none"}}, "/podSecurity"),
+    ({"global": {"uninstall": {"releaseFinalizer": False}}}, "releaseFinalizer"),
+    ({"global": {"uninstall": {"releaseFinalizers": "no"}}}, "/global/uninstall/releaseFinalizers"),
 ]
 
 
@@ -609,7 +611,7 @@ VARIATIONS = {
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 @pytest.mark.parametrize("variation", sorted(VARIATIONS))
 def test_rendered_objects_validate_strictly(variation, version):
-    for obj in render(VARIATIONS[variation]):
+    for obj in render(VARIATIONS[variation], hooks=True):
         if obj["kind"] in CUSTOM_KINDS:
             continue
         kubernetes_validate.validate(obj, version, strict=True)
@@ -618,3 +620,101 @@ def test_rendered_objects_validate_strictly(variation, version):
 def test_plain_manifests_equal_the_default_rendering():
     committed = (REPO / "deploy" / "kaos.yaml").read_text()
     assert committed == default_manifest(), "run scripts/render-deploy.py and commit deploy/kaos.yaml"
+
+
+# The uninstall hooks (global.uninstall.releaseFinalizers, docs/install.md "Uninstall").
+KINDS = {"agent-controller": "agents", "modelapi-controller": "modelapis", "mcpserver-controller": "mcpservers"}
+RESTRICTED_POD = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
+                        "capabilities": {"drop": ["ALL"]}}
+
+
+def hooks(values=None, **kwargs):
+    return [o for o in render(values, hooks=True, **kwargs) if is_hook(o)]
+
+
+def test_uninstall_hooks_release_each_controllers_finalizers():
+    objects = render(hooks=True)
+    hooked = [o for o in objects if is_hook(o)]
+    deployments = {d["metadata"]["name"]: d for d in by_kind(objects, "Deployment")}
+    assert names(hooked, "Job") == [f"kaos-{c}-uninstall" for c in sorted(CONTROLLERS)]
+    assert names(hooked, "ServiceAccount") == [f"kaos-{c}-uninstall" for c in sorted(CONTROLLERS)]
+    for obj in hooked:
+        annotations = obj["metadata"]["annotations"]
+        assert annotations["helm.sh/hook"] == "pre-delete", obj["metadata"]["name"]
+        assert annotations["helm.sh/hook-delete-policy"] == "before-hook-creation,hook-succeeded"
+        # Its ServiceAccount and RBAC exist before the Job runs (helm creates hooks by weight).
+        want = "0" if obj["kind"] == "Job" else "-10"
+        assert annotations["helm.sh/hook-weight"] == want, (obj["kind"], obj["metadata"]["name"])
+        assert obj["metadata"]["labels"]["app.kubernetes.io/component"] == "uninstall"
+    for controller, plural in KINDS.items():
+        name = f"kaos-{controller}-uninstall"
+        deployment = deployments[f"kaos-{controller}"]
+        (job,) = [j for j in by_kind(hooked, "Job") if j["metadata"]["name"] == name]
+        pod = job["spec"]["template"]["spec"]
+        assert job["spec"]["backoffLimit"] == 1 and job["spec"]["activeDeadlineSeconds"] < 300
+        assert pod["restartPolicy"] == "Never" and pod["serviceAccountName"] == name
+        # Restricted Pod Security, as the controllers' own pods.
+        assert pod["securityContext"] == RESTRICTED_POD == deployment["spec"]["template"]["spec"]["securityContext"]
+        (container,) = pod["containers"]
+        assert container["securityContext"] == RESTRICTED_CONTAINER
+        # The controller's own image, in its release-finalizers mode.
+        controller_container = deployment["spec"]["template"]["spec"]["containers"][0]
+        assert container["image"] == controller_container["image"]
+        assert container["args"][0] == "release-finalizers"
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env == {"POD_NAMESPACE": None, "CONTROLLER_DEPLOYMENT": f"kaos-{controller}",
+                       "LEADER_ELECTION_ID": f"kaos-{controller}", "LOG_FORMAT": "json"}
+        # The controller's Deployment and metrics Service never select the hook's pod.
+        selector = deployment["spec"]["selector"]["matchLabels"]
+        labels = job["spec"]["template"]["metadata"]["labels"]
+        assert not selector.items() <= labels.items(), labels
+        # RBAC: its kind's objects, list and patch only; its own Deployment and Lease by name.
+        (role,) = [r for r in by_kind(hooked, "ClusterRole") if r["metadata"]["name"] == name]
+        assert role["rules"] == [{"apiGroups": ["kaos.tools"], "resources": [plural], "verbs": ["list", "patch"]}]
+        (stop,) = [r for r in by_kind(hooked, "Role") if r["metadata"]["name"] == f"{name}-stop"]
+        assert stop["metadata"]["namespace"] == NAMESPACE
+        assert stop["rules"] == [
+            {"apiGroups": ["apps"], "resources": ["deployments"], "resourceNames": [f"kaos-{controller}"], "verbs": ["get", "patch"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [f"kaos-{controller}"], "verbs": ["get"]},
+        ]
+        for kind, role_kind, role_name in [("ClusterRoleBinding", "ClusterRole", name), ("RoleBinding", "Role", f"{name}-stop")]:
+            (binding,) = [b for b in by_kind(hooked, kind) if b["metadata"]["name"] == role_name]
+            assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role_name}
+            assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}]
+
+
+def test_uninstall_hooks_follow_the_release_settings():
+    values = {"global": {"watchNamespaces": ["team-a", "team-b"], "runAsUser": 1000, "imageTag": "1.2.3",
+                         "nodeSelector": {"pool": "system"}, "imagePullSecrets": [{"name": "regcred"}]},
+              "agent-controller": {"controller": {"lease": "agents-lease"}}}
+    hooked = hooks(values, release="prod")
+    assert not by_kind(hooked, "ClusterRole") and not by_kind(hooked, "ClusterRoleBinding")
+    roles = [(r["metadata"]["namespace"], r["metadata"]["name"]) for r in by_kind(hooked, "Role")]
+    assert ("team-a", "prod-kaos-agent-controller-uninstall") in roles
+    assert ("team-b", "prod-kaos-agent-controller-uninstall") in roles
+    assert (NAMESPACE, "prod-kaos-agent-controller-uninstall-stop") in roles
+    (job,) = [j for j in by_kind(hooked, "Job") if j["metadata"]["name"] == "prod-kaos-agent-controller-uninstall"]
+    pod = job["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["WATCH_NAMESPACES"] == "team-a,team-b"
+    assert env["LEADER_ELECTION_ID"] == "agents-lease"
+    assert env["CONTROLLER_DEPLOYMENT"] == "prod-kaos-agent-controller"
+    assert pod["containers"][0]["image"] == "ghcr.io/kaos-rs/agent-controller:1.2.3"
+    assert pod["securityContext"]["runAsUser"] == 1000
+    assert pod["nodeSelector"] == {"pool": "system"}
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}]
+    (stop,) = [r for r in by_kind(hooked, "Role") if r["metadata"]["name"] == "prod-kaos-agent-controller-uninstall-stop"]
+    assert stop["rules"][1]["resourceNames"] == ["agents-lease"]
+    # A long name still fits a Job's 63 characters.
+    long = hooks({"global": {"fullnameOverride": "x" * 40}})
+    assert all(len(j["metadata"]["name"]) <= 63 for j in by_kind(long, "Job"))
+
+
+def test_uninstall_hooks_can_be_turned_off_and_never_reach_deploy():
+    assert not hooks({"global": {"uninstall": {"releaseFinalizers": False}}})
+    # A controller installed alone brings its own hook.
+    assert names(hooks({"agent-controller": {"enabled": True}, "modelapi-controller": {"enabled": False},
+                        "mcpserver-controller": {"enabled": False}}), "Job") == ["kaos-agent-controller-uninstall"]
+    # deploy/kaos.yaml (kubectl apply) must not run the Job at install.
+    assert "release-finalizers" not in default_manifest()

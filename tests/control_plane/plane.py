@@ -204,8 +204,9 @@ class Testkit(Cluster):
     def install_chart(self, namespace, values):
         """The chart rendered by `helm template` with the same values and applied with kubectl:
         the same objects as `helm install`, without the release record, which helm stores as a
-        protobuf Secret that the testkit (JSON only) refuses (docs/testkit.md)."""
-        rendered = self.helm("template", RELEASE, str(CHART), "-n", namespace,
+        protobuf Secret that the testkit (JSON only) refuses (docs/testkit.md), and without the
+        hooks (helm runs them at their event; applied now, the uninstall Job would run at once)."""
+        rendered = self.helm("template", RELEASE, str(CHART), "-n", namespace, "--no-hooks",
                              *[a for v in values for a in ("--set", v)]).stdout
         self.kubectl("apply", "-n", namespace, "-f", "-", stdin=rendered)
 

@@ -183,6 +183,8 @@ def test_uninstall_removes_the_release_but_keeps_the_crds(plane, release):
         "configmaps": "/api/v1", "roles": "/apis/rbac.authorization.k8s.io/v1",
         "rolebindings": "/apis/rbac.authorization.k8s.io/v1",
         "poddisruptionbudgets": "/apis/policy/v1",
+        # The pre-delete hook Jobs (release-finalizers) ran first; on success helm deletes them.
+        "jobs": "/apis/batch/v1",
     }
     for resource, prefix in namespaced.items():
         left = names(plane, f"{prefix}/namespaces/{NAMESPACE}/{resource}",

@@ -7,6 +7,8 @@ use kaos_runtime::{DataPlaneArgs, GatewayArgs, RuntimeArgs};
 #[command(
     name = "agent-controller",
     version,
+    after_help = "`agent-controller release-finalizers` stops the controller and removes its finalizer \
+                  from every resource (the chart's uninstall hook; see its --help)",
     about = "Reconciles kaos.tools Agents and wires them to their ModelAPI, MCPServers and peers"
 )]
 pub struct Args {

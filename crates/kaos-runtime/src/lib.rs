@@ -30,6 +30,7 @@ pub mod runner;
 pub mod settings;
 pub mod stores;
 pub mod triggers;
+pub mod uninstall;
 pub mod workload;
 pub mod workqueue;
 

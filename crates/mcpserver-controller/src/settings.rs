@@ -7,6 +7,8 @@ use kaos_runtime::{DataPlaneArgs, GatewayArgs, RuntimeArgs};
 #[command(
     name = "mcpserver-controller",
     version,
+    after_help = "`mcpserver-controller release-finalizers` stops the controller and removes its finalizer \
+                  from every resource (the chart's uninstall hook; see its --help)",
     about = "Reconciles kaos.tools MCPServers from the MCP runtime registry"
 )]
 pub struct Args {

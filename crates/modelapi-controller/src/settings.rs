@@ -7,6 +7,8 @@ use kaos_runtime::{DataPlaneArgs, GatewayArgs, RuntimeArgs};
 #[command(
     name = "modelapi-controller",
     version,
+    after_help = "`modelapi-controller release-finalizers` stops the controller and removes its finalizer \
+                  from every resource (the chart's uninstall hook; see its --help)",
     about = "Reconciles kaos.tools ModelAPIs into LiteLLM proxies and Ollama servers"
 )]
 pub struct Args {

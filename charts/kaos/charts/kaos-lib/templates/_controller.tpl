@@ -5,7 +5,8 @@ Everything one controller needs, from its chart's values (documented in its valu
   .Values.rbac.systemRules: rules in the release namespace only (e.g. the MCP runtime registry)
   .Values.<pod setting> (nodeSelector, tolerations, ...): this controller's, over .Values.global's
 and .Values.global for the settings every controller shares. Called with
-(dict "root" $ "env" <list of {name, value}>): the environment only this controller reads.
+(dict "root" $ "env" <list of {name, value}> "resource" <plural, e.g. agents>): the environment
+only this controller reads, and the kind whose finalizer it adds (released on uninstall).
 */}}
 
 {{/*
@@ -482,4 +483,194 @@ spec:
         {{- end }}
       {{- end }}
 {{- end }}
+{{- if ($global.uninstall | default dict).releaseFinalizers }}
+{{- include "kaos-lib.releaseFinalizers" . }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The uninstall hook (global.uninstall.releaseFinalizers): before `helm uninstall` deletes anything,
+a Job runs this controller's image as `<controller> release-finalizers` under its own
+ServiceAccount: it scales the Deployment to 0, waits for the Lease, and removes the controller's
+finalizer from every object of its kind, so no Agent, ModelAPI or MCPServer is left holding a
+finalizer that nothing will remove (deleting the kept CRDs or a namespace would hang). Its RBAC
+exists only while the hook runs: the objects it stops (this Deployment and Lease, by name) and
+list/patch of its kind. Called with the same dict as kaos-lib.controller.
+*/}}
+{{- define "kaos-lib.releaseFinalizers" -}}
+{{- $root := .root -}}
+{{- $global := $root.Values.global -}}
+{{- $fullname := include "kaos-lib.fullname" $root -}}
+{{- $name := printf "%s-uninstall" $fullname -}}
+{{- $watch := $global.watchNamespaces | default list -}}
+{{- $hook := dict "helm.sh/hook" "pre-delete" "helm.sh/hook-delete-policy" "before-hook-creation,hook-succeeded" -}}
+{{- $rbac := merge (dict "helm.sh/hook-weight" "-10") $hook -}}
+{{- /* Not the controller's name and component: its Deployment and Service must not select the
+hook's pod. */}}
+{{- $labels := merge (dict "app.kubernetes.io/name" (printf "%s-uninstall" $root.Values.controller.name) "app.kubernetes.io/component" "uninstall") (include "kaos-lib.labels" $root | fromYaml) }}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: {{ $name }}
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- toYaml $labels | nindent 4 }}
+  annotations:
+    {{- toYaml $rbac | nindent 4 }}
+automountServiceAccountToken: true
+{{- range $ns := ($watch | default (list "")) }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: {{ ternary "ClusterRole" "Role" (eq $ns "") }}
+metadata:
+  name: {{ $name }}
+  {{- with $ns }}
+  namespace: {{ . }}
+  {{- end }}
+  labels:
+    {{- toYaml $labels | nindent 4 }}
+  annotations:
+    {{- toYaml $rbac | nindent 4 }}
+rules:
+  # Find every object of this controller's kind and remove its finalizer (a JSON patch).
+  - apiGroups: ["kaos.tools"]
+    resources: [{{ $.resource | quote }}]
+    verbs: ["list", "patch"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: {{ ternary "ClusterRoleBinding" "RoleBinding" (eq $ns "") }}
+metadata:
+  name: {{ $name }}
+  {{- with $ns }}
+  namespace: {{ . }}
+  {{- end }}
+  labels:
+    {{- toYaml $labels | nindent 4 }}
+  annotations:
+    {{- toYaml $rbac | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: {{ ternary "ClusterRole" "Role" (eq $ns "") }}
+  name: {{ $name }}
+subjects:
+  - kind: ServiceAccount
+    name: {{ $name }}
+    namespace: {{ $root.Release.Namespace }}
+{{- end }}
+---
+# Stop the controller first: scale its Deployment to 0, then watch its Lease until it is free.
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: {{ $name }}-stop
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- toYaml $labels | nindent 4 }}
+  annotations:
+    {{- toYaml $rbac | nindent 4 }}
+rules:
+  - apiGroups: ["apps"]
+    resources: ["deployments"]
+    resourceNames: [{{ $fullname | quote }}]
+    verbs: ["get", "patch"]
+  - apiGroups: ["coordination.k8s.io"]
+    resources: ["leases"]
+    resourceNames: [{{ include "kaos-lib.lease" $root | quote }}]
+    verbs: ["get"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: {{ $name }}-stop
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- toYaml $labels | nindent 4 }}
+  annotations:
+    {{- toYaml $rbac | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: {{ $name }}-stop
+subjects:
+  - kind: ServiceAccount
+    name: {{ $name }}
+    namespace: {{ $root.Release.Namespace }}
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  {{- /* A Job's name becomes a label value of its pods: at most 63 characters. */}}
+  name: {{ printf "%s-uninstall" ($fullname | trunc 53 | trimSuffix "-") }}
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- toYaml $labels | nindent 4 }}
+  annotations:
+    {{- toYaml (merge (dict "helm.sh/hook-weight" "0") $hook) | nindent 4 }}
+spec:
+  # The run is idempotent: one retry after a failure; bounded below helm's default 5m timeout.
+  backoffLimit: 1
+  activeDeadlineSeconds: 280
+  template:
+    metadata:
+      labels:
+        {{- toYaml $labels | nindent 8 }}
+    spec:
+      serviceAccountName: {{ $name }}
+      restartPolicy: Never
+      {{- with concat ($global.imagePullSecrets | default list) ($root.Values.imagePullSecrets | default list) }}
+      imagePullSecrets:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $root.Values.priorityClassName | default $global.priorityClassName }}
+      priorityClassName: {{ . }}
+      {{- end }}
+      {{- with include "kaos-lib.mergedMap" (dict "root" $root "key" "nodeSelector") | fromYaml }}
+      nodeSelector:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- range $key := list "affinity" "tolerations" }}
+      {{- with index $root.Values $key | default (index $global $key) }}
+      {{ $key }}:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- end }}
+      securityContext:
+        runAsNonRoot: true
+        {{- with $global.runAsUser }}
+        runAsUser: {{ int . }}
+        {{- end }}
+        {{- with $global.runAsGroup }}
+        runAsGroup: {{ int . }}
+        {{- end }}
+        seccompProfile:
+          type: RuntimeDefault
+      containers:
+        - name: release-finalizers
+          image: {{ include "kaos-lib.image" $root }}
+          imagePullPolicy: {{ $root.Values.controller.image.pullPolicy | default "IfNotPresent" }}
+          args: ["release-finalizers", "--timeout=120s"]
+          env:
+            - name: POD_NAMESPACE
+              valueFrom:
+                fieldRef:
+                  fieldPath: metadata.namespace
+            - name: CONTROLLER_DEPLOYMENT
+              value: {{ $fullname | quote }}
+            - name: LEADER_ELECTION_ID
+              value: {{ include "kaos-lib.lease" $root | quote }}
+            - name: LOG_FORMAT
+              value: {{ $global.controllerLogFormat | quote }}
+            {{- with $watch }}
+            - name: WATCH_NAMESPACES
+              value: {{ join "," . | quote }}
+            {{- end }}
+          resources:
+            {{- toYaml $root.Values.resources | nindent 12 }}
+          securityContext:
+            allowPrivilegeEscalation: false
+            readOnlyRootFilesystem: true
+            runAsNonRoot: true
+            capabilities:
+              drop: ["ALL"]
 {{- end -}}
