@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# Builds static (musl) release binaries of the given controllers into OUT_DIR.
-# The Dockerfiles run exactly this; tests/packaging runs it too, since Docker cannot run here.
+# Builds static (musl) release binaries of the given packages for this machine's arch into
+# OUT_DIR/BINARY, e.g. for the benchmarks (crates/kaos-bench). It is scripts/release-build.sh for
+# the host arch (the same cargo-zigbuild build, so the same binaries the images and the release
+# ship), under plain names; scripts/release-tools.sh installs the tools it needs.
 #   scripts/build-static.sh OUT_DIR BINARY [BINARY...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+[ $# -ge 2 ] || { echo "usage: scripts/build-static.sh OUT_DIR BINARY [BINARY...]" >&2; exit 2; }
 out=$1; shift
-target=x86_64-unknown-linux-musl
-packages=()
-for binary in "$@"; do packages+=(-p "$binary"); done
-cargo build --release --locked --target "$target" "${packages[@]}"
+case "$(uname -m)" in
+  x86_64) arch=amd64 ;;
+  aarch64 | arm64) arch=arm64 ;;
+  *) echo "scripts/build-static.sh: no static build for $(uname -m)" >&2; exit 1 ;;
+esac
+staging=$(mktemp -d)
+trap 'rm -rf "$staging"' EXIT
+scripts/release-build.sh "$staging" --arch "$arch" "$@"
 mkdir -p "$out"
 for binary in "$@"; do
-  cp "target/$target/release/$binary" "$out/$binary"
+  cp "$staging/$binary-linux-$arch" "$out/$binary"
 done

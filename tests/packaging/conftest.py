@@ -1,0 +1,32 @@
+import os
+
+import pytest
+
+import release
+
+
+@pytest.fixture(scope="session")
+def release_dir(tmp_path_factory):
+    """release_dir(arch): a directory holding scripts/release-build.sh's output for ARCH.
+
+    KAOS_RELEASE_DIR names an existing one (the release workflow checks what it is about to
+    publish). Otherwise the script builds the three controllers (the images' binaries): for the
+    host arch always, with the release profile (what ships); for another arch (a cross build) only
+    with KAOS_CROSS_BUILD=1, which scripts/test.sh sets in its own step, and with the cross-check
+    profile: the same target, linker and C build, unoptimised (Cargo.toml, docs/testing.md). One
+    build per arch per session."""
+    built = {}
+
+    def get(arch):
+        prebuilt = release.prebuilt_dir()
+        if prebuilt:
+            return prebuilt
+        if arch not in built:
+            if arch != release.HOST_ARCH and os.environ.get("KAOS_CROSS_BUILD") != "1":
+                pytest.skip(f"cross build for {arch}: set KAOS_CROSS_BUILD=1 (scripts/test.sh does, in its own step)")
+            profile = "release" if arch == release.HOST_ARCH else "cross-check"
+            built[arch] = release.build(tmp_path_factory.mktemp(f"release-{arch}"), arch, release.CONTROLLERS, profile)
+        return built[arch]
+
+    return get
+
