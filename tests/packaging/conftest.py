@@ -10,11 +10,10 @@ def release_dir(tmp_path_factory):
     """release_dir(arch): a directory holding scripts/release-build.sh's output for ARCH.
 
     KAOS_RELEASE_DIR names an existing one (the release workflow checks what it is about to
-    publish). Otherwise the script builds the three controllers (the images' binaries): for the
-    host arch always, with the release profile (what ships); for another arch (a cross build) only
-    with KAOS_CROSS_BUILD=1, which scripts/test.sh sets in its own step, and with the cross-check
-    profile: the same target, linker and C build, unoptimised (Cargo.toml, docs/testing.md). One
-    build per arch per session."""
+    publish). Otherwise the script builds the three controllers (the images' binaries) with
+    release.PROFILE: for the host arch always, for another arch (a cross build) only with
+    KAOS_CROSS_BUILD=1, which scripts/test.sh sets in its own step (docs/testing.md). One build per
+    arch per session."""
     built = {}
 
     def get(arch):
@@ -24,8 +23,7 @@ def release_dir(tmp_path_factory):
         if arch not in built:
             if arch != release.HOST_ARCH and os.environ.get("KAOS_CROSS_BUILD") != "1":
                 pytest.skip(f"cross build for {arch}: set KAOS_CROSS_BUILD=1 (scripts/test.sh does, in its own step)")
-            profile = "release" if arch == release.HOST_ARCH else "cross-check"
-            built[arch] = release.build(tmp_path_factory.mktemp(f"release-{arch}"), arch, release.CONTROLLERS, profile)
+            built[arch] = release.build(tmp_path_factory.mktemp(f"release-{arch}"), arch, release.CONTROLLERS)
         return built[arch]
 
     return get

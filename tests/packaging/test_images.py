@@ -61,6 +61,9 @@ def test_build_static_gives_the_release_binaries_for_this_machine(release_dir, t
     # scripts/build-static.sh (benchmarks, local use) is the release build for the host arch under
     # plain names: the same files, not a second way to build them.
     released = release_dir(release.HOST_ARCH)
-    subprocess.run([str(release.REPO / "scripts" / "build-static.sh"), str(tmp_path), *release.CONTROLLERS], check=True)
+    if release.prebuilt_dir():
+        pytest.skip("checks the tests' own build, not a prebuilt KAOS_RELEASE_DIR")
+    subprocess.run([str(release.REPO / "scripts" / "build-static.sh"), "--profile", release.PROFILE, str(tmp_path),
+                    *release.CONTROLLERS], check=True)
     for binary in release.CONTROLLERS:
         assert (tmp_path / binary).read_bytes() == (released / f"{binary}-linux-{release.HOST_ARCH}").read_bytes(), binary
