@@ -94,6 +94,7 @@ class Replica:
     def __init__(self, binary, name, command, env, log):
         self.binary, self.name, self.command, self.env, self.log = binary, name, command, env, log
         self.process = None
+        self.starts = 0
 
     def start(self):
         """Starts the process on fresh ports (the chart's `:8080`/`:8081` would collide)."""
@@ -107,6 +108,7 @@ class Replica:
         with open(self.log, "a") as log:
             self.process = subprocess.Popen(command, env=env, stdout=log,
                                             stderr=subprocess.STDOUT)
+        self.starts += 1
 
     @property
     def running(self):

@@ -135,9 +135,15 @@ def not_converged(cluster, namespace):
     return waiting
 
 
-def wait_converged(cluster, namespace, timeout=WAIT):
-    wait_until(f"everything in {namespace} to converge",
-               lambda: (not (left := not_converged(cluster, namespace)), left), timeout=timeout)
+def wait_converged(cluster, namespace, timeout=WAIT, controllers=None):
+    """Waits for everything in namespace to converge. With controllers, a replica that exits
+    meanwhile (one that lost its Lease) is started again at once, as the kubelet would."""
+    def check():
+        if controllers is not None:
+            controllers.restart_exited()
+        left = not_converged(cluster, namespace)
+        return not left, left
+    wait_until(f"everything in {namespace} to converge", check, timeout=timeout)
 
 
 # The Secret the quickstart's ModelAPI reads its provider key from, created first as its
@@ -262,16 +268,18 @@ def replica_sets_of(cluster, namespace, deployment):
                    for o in rs["metadata"].get("ownerReferences", []))]
 
 
-def edit_worker(cluster, namespace, instructions):
-    """Edits the worker's spec.config.instructions and waits for it to converge: the worker's
-    Deployment (before, after)."""
+def edit_worker(cluster, namespace, instructions, controllers=None):
+    """Edits the worker's spec.config.instructions and waits for it to converge (restarting
+    replicas that exit, with controllers): the worker's Deployment (before, after)."""
     before = deployments(cluster, namespace)["agent-worker"]
     cluster.kubectl("patch", "agent", "worker", "-n", namespace, "--type=merge", "-p",
                     json.dumps({"spec": {"config": {"instructions": instructions}}}))
-    wait_until("the edit to reach the worker's Deployment", lambda: env_of(
-        deployments(cluster, namespace)["agent-worker"]).get("AGENT_INSTRUCTIONS")
-        == instructions)
-    wait_converged(cluster, namespace)
+    def reached():
+        if controllers is not None:
+            controllers.restart_exited()
+        return env_of(deployments(cluster, namespace)["agent-worker"]).get("AGENT_INSTRUCTIONS") == instructions
+    wait_until("the edit to reach the worker's Deployment", reached)
+    wait_converged(cluster, namespace, controllers=controllers)
     return before, deployments(cluster, namespace)["agent-worker"]
 
 
@@ -569,17 +577,19 @@ def test_converges_through_injected_faults(cluster, controllers, namespaces):
     namespace = namespaces.create("faulty")
     cluster.set_faults(FAULTS)
     try:
+        # Failed Lease renewals may cost a replica its Lease, and so its life (by design): the
+        # waits start it again as the kubelet would, or the only modelapi replica would be gone.
         apply(cluster, namespace, quickstart_yaml())
-        wait_converged(cluster, namespace)
-        edit_worker(cluster, namespace, "Edited through faults.")
+        wait_converged(cluster, namespace, controllers=controllers)
+        edit_worker(cluster, namespace, "Edited through faults.", controllers=controllers)
     finally:
         cluster.set_faults({})
     faulted = [r for r in cluster.audit() if r["user"].startswith("system:serviceaccount:")
                and r["namespace"] == namespace and r["code"] in (409, 429, 500)]
     assert faulted, "no fault reached the controllers"
-    # Failed Lease renewals may have cost a replica its Lease, and so its life (by design):
-    # restart it as the kubelet would, and every controller is back, ready and leading.
-    restarted = controllers.restart_exited()
-    print(f"converged through {len(faulted)} injected faults; restarted: {restarted}")
+    # Every controller is back, ready and leading.
+    controllers.restart_exited()
+    print(f"converged through {len(faulted)} injected faults; starts per replica: "
+          f"{ {r.name: r.starts for r in controllers.replicas} }")
     wait_ready_and_one_leading(controllers)
     assert not not_converged(cluster, namespace)
