@@ -10,6 +10,7 @@ use tokio::sync::broadcast;
 
 use crate::apply;
 use crate::error::{ApiError, ApiResult};
+use crate::gc_index::GcIndex;
 use crate::meta;
 use crate::resources::{self, ResourceType};
 use crate::schema::{FieldErrorKind, UnknownFields};
@@ -119,6 +120,8 @@ struct State {
     history_limit: usize,
     next_uid: u64,
     next_cluster_ip: u32,
+    /// Tells the garbage collector when a pass can find nothing (kept by `commit`).
+    gc: GcIndex,
 }
 
 /// The in-memory cluster. Cheap to clone; all clones share the same state.
@@ -151,6 +154,7 @@ impl Cluster {
             history_limit: history_limit.max(1),
             next_uid: 1,
             next_cluster_ip: 1,
+            gc: GcIndex::default(),
         };
         let cluster = Self {
             state: Arc::new(Mutex::new(state)),
@@ -682,10 +686,17 @@ impl State {
             .insert("resourceVersion".into(), Value::from(rv.to_string()));
         let objects = self.objects.entry(key.clone()).or_default();
         let id = (namespace.clone(), name);
+        let replaced = objects.remove(&id);
+        if let Some(old) = &replaced {
+            self.gc.forget(&old.object);
+        }
         if event_type == EventType::Deleted {
-            objects.remove(&id);
+            if let Some(old) = &replaced {
+                self.gc.removed(&old.object);
+            }
         } else {
-            let applied = objects.remove(&id).map(|s| s.applied).unwrap_or_default();
+            self.gc.store(&object);
+            let applied = replaced.map(|s| s.applied).unwrap_or_default();
             objects.insert(
                 id,
                 Stored {
@@ -1203,9 +1214,9 @@ impl State {
     /// The garbage collector, run synchronously after every deletion: deletes objects whose
     /// owners are all gone, finishes foreground deletions whose dependents are gone, and removes
     /// terminating namespaces that are empty. Each pass is linear in the stored objects (it runs
-    /// under the store's lock, after every delete).
+    /// under the store's lock), so it runs only when `GcIndex` says something can be garbage.
     fn collect_garbage(&mut self, events: &broadcast::Sender<Arc<WatchEvent>>) {
-        loop {
+        while self.gc.take_pass() {
             let work = self.garbage();
             if work.is_empty() {
                 break;

@@ -12,6 +12,7 @@ pub mod auth;
 pub mod cluster;
 pub mod error;
 pub mod faults;
+mod gc_index;
 pub mod http;
 pub mod manifests;
 mod meta;
