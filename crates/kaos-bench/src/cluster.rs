@@ -161,12 +161,25 @@ impl Cluster {
         }
     }
 
-    /// On an existing cluster, deletes the run's namespace and waits until it is gone (the
-    /// controllers are stopped by then, so their finalizers are removed first). The testkit
-    /// goes with its process.
+    /// The floor's namespace, `<namespace>-floor`, created empty (an old one is deleted first).
+    pub async fn floor_namespace(&self) -> anyhow::Result<String> {
+        let namespace = format!("{}-floor", self.namespace);
+        delete_namespace(&self.admin, &namespace).await?;
+        apply_yaml(
+            &self.admin,
+            &format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {namespace}}}\n"),
+        )
+        .await;
+        Ok(namespace)
+    }
+
+    /// On an existing cluster, deletes the run's and the floor's namespaces and waits until they
+    /// are gone (the controllers are stopped by then, so their finalizers are removed first).
+    /// The testkit goes with its process.
     pub async fn clean_up(&self) -> anyhow::Result<()> {
         if let Source::Existing(_) = self.source {
             delete_namespace(&self.admin, &self.namespace).await?;
+            delete_namespace(&self.admin, &format!("{}-floor", self.namespace)).await?;
         }
         Ok(())
     }

@@ -1,8 +1,8 @@
 //! `kaos-bench`: M ModelAPIs, M MCPServers and N Agents (M = N/100, at least 1) on kaos-testkit
 //! with the deployment simulator and RBAC, reconciled by the three real controller binaries, the
 //! Agents listing each other in one of several peer topologies. Per topology and N it reports:
-//! time to Ready (and wired to the peers) against the floor (a bare client making the same child
-//! and status writes), the agent controller's reconciles and writes per Agent, Deployment writes
+//! time to Ready (and wired to the peers) against the floor (a bare client writing the same final
+//! objects: the primaries, their children and their statuses), the agent controller's reconciles and writes per Agent, Deployment writes
 //! against rollouts, reconciles and writes in an idle window, resident memory per cached object,
 //! and what switching every ModelAPI from Proxy to Hosted costs; plus requests per resource,
 //! reconcile latency, memory and CPU per controller.
@@ -32,9 +32,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Parser;
+use futures::StreamExt;
 use kaos_tests::processes::{Scratch, scrape};
 use kube::api::{Api, ListParams};
 use kube::core::DynamicObject;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher;
 use serde_json::Value;
 
 use cluster::Cluster;
@@ -145,31 +148,66 @@ async fn change(
         })
         .collect();
     let rollouts_before = measure::generations(&agent_deployments(admin, namespace).await?);
+    // Watched, not listed again and again: at 10 000 agents each listing of every Deployment
+    // would cost the server more than the change itself.
+    let deployments: Api<DynamicObject> =
+        Api::namespaced_with(admin.clone(), namespace, &workload::deployments());
+    // Watch errors are retried with the watcher's backoff: they delay, never end, the measurement.
+    let mut events = watcher::watcher(deployments, watcher::Config::default().labels("app=agent"))
+        .default_backoff()
+        .filter_map(|event| async move { event.ok() })
+        .boxed();
+    let mut urls: BTreeMap<String, String> = BTreeMap::new();
+    while let Some(event) = events.next().await {
+        match event {
+            watcher::Event::InitApply(d) => {
+                if let Some(agent) = measure::agent_of(&d) {
+                    urls.insert(
+                        agent,
+                        env_var(&d, "MODEL_API_URL").unwrap_or("").to_string(),
+                    );
+                }
+            }
+            watcher::Event::InitDone => break,
+            _ => {}
+        }
+    }
+    let moved_from_previous = |agent: &str, url: &str| {
+        let old = workload.model_api.get(agent).and_then(|m| previous.get(m));
+        !url.is_empty() && Some(url) != old.map(String::as_str)
+    };
     let from = cluster.audit().await.map_or(0, |a| a.len());
     workload::switch_to_hosted(admin, namespace, workload.shared).await?;
     let started = Instant::now();
     let outcome = loop {
-        let elapsed = started.elapsed();
-        let moved = agent_deployments(admin, namespace)
-            .await?
+        let moved = urls
             .iter()
-            .filter(|(agent, d)| {
-                let old = workload.model_api.get(agent).and_then(|m| previous.get(m));
-                env_var(d, "MODEL_API_URL")
-                    .is_some_and(|url| !url.is_empty() && Some(url) != old.map(String::as_str))
-            })
+            .filter(|(a, u)| moved_from_previous(a, u))
             .count();
         if moved == workload.agents {
-            break Outcome::Done(elapsed);
+            break Outcome::Done(started.elapsed());
         }
-        if elapsed >= timeout {
-            break Outcome::TimedOut {
-                progress: format!("{moved}/{} Deployments moved", workload.agents),
-                after: elapsed,
-            };
+        let remaining = timeout.saturating_sub(started.elapsed());
+        match tokio::time::timeout(remaining, events.next()).await {
+            Ok(Some(watcher::Event::Apply(d) | watcher::Event::InitApply(d))) => {
+                if let Some(agent) = measure::agent_of(&d) {
+                    urls.insert(
+                        agent,
+                        env_var(&d, "MODEL_API_URL").unwrap_or("").to_string(),
+                    );
+                }
+            }
+            Ok(Some(_)) => {}
+            Ok(None) => anyhow::bail!("the Deployment watch ended"),
+            Err(_) => {
+                break Outcome::TimedOut {
+                    progress: format!("{moved}/{} Deployments moved", workload.agents),
+                    after: started.elapsed(),
+                };
+            }
         }
-        tokio::time::sleep(poll(workload.agents) / 2).await;
     };
+    drop(events);
     let deployment_writes = |records: &[Value]| -> Vec<Value> {
         records
             .iter()
@@ -281,6 +319,10 @@ async fn measure_run(
         metrics_at_ready.insert(c.binary.to_string(), metrics);
     }
 
+    let final_objects = workload::FinalObjects::read(&admin, &namespace, workload)
+        .await
+        .context("reading the final objects for the floor")?;
+
     eprintln!(
         "kaos-bench: {} × {agents}: idle {} s …",
         topology.name(),
@@ -354,7 +396,15 @@ async fn measure_run(
     );
     let change = change(cluster, workload, timeout).await?;
     cluster.stop_controllers().await;
-    let floor = workload::floor(&admin, &namespace, workload.resources(), args.concurrency).await?;
+    let floor_namespace = cluster.floor_namespace().await?;
+    let floor = workload::floor(
+        &admin,
+        &namespace,
+        &floor_namespace,
+        &final_objects,
+        args.concurrency,
+    )
+    .await?;
     Ok(Report {
         topology,
         agents,
@@ -394,9 +444,10 @@ async fn main() -> anyhow::Result<()> {
                         ),
                     };
                     eprintln!(
-                        "kaos-bench: {} × {agents}: {time} (floor {:.1} s)",
+                        "kaos-bench: {} × {agents}: {time} (floor {:.1} s, minimal floor {:.1} s)",
                         topology.name(),
-                        report.floor.as_secs_f64()
+                        report.floor.total.as_secs_f64(),
+                        report.floor.minimal.as_secs_f64()
                     );
                     reports.push(report);
                 }
@@ -419,7 +470,7 @@ async fn main() -> anyhow::Result<()> {
                 r.topology.name(),
                 r.agents,
                 converge.as_secs_f64(),
-                r.floor.as_secs_f64()
+                r.floor.total.as_secs_f64()
             ))
         })
         .collect();

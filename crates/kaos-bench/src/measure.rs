@@ -67,18 +67,14 @@ pub async fn agent_deployments(
     Ok(list
         .items
         .into_iter()
-        .filter_map(|d| {
-            let owner = d
-                .metadata
-                .owner_references
-                .as_ref()?
-                .iter()
-                .find(|o| o.kind == "Agent")?
-                .name
-                .clone();
-            Some((owner, d))
-        })
+        .filter_map(|d| Some((agent_of(&d)?, d)))
         .collect())
+}
+
+/// The Agent a Deployment belongs to.
+pub fn agent_of(deployment: &DynamicObject) -> Option<String> {
+    let owners = deployment.metadata.owner_references.as_ref()?;
+    Some(owners.iter().find(|o| o.kind == "Agent")?.name.clone())
 }
 
 pub async fn agent_services(client: &kube::Client, namespace: &str) -> anyhow::Result<usize> {

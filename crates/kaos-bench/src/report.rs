@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::time::Duration;
 
-use crate::workload::Topology;
+use crate::workload::{Floor, Topology};
 
 /// Whether something finished within the run's timeout.
 #[derive(Clone, Debug)]
@@ -53,7 +53,7 @@ pub struct Report {
     pub agents: usize,
     /// All resources Ready and every agent Deployment wired to its peers.
     pub converge: Outcome,
-    pub floor: Duration,
+    pub floor: Floor,
     /// The agent controller's reconciles until Ready (or the timeout).
     pub reconciles: f64,
     /// The agent controller's writes until Ready, by `resource[/subresource]`; None without an
@@ -115,26 +115,32 @@ impl Report {
 pub fn markdown(reports: &[Report], idle: u64) -> String {
     let mut out = String::new();
     out.push_str(
-        "| topology | agents | time to Ready | floor | ratio | reconciles / agent | writes / agent: Deployment, Service, Agent status, Agent, Events | Deployment writes / rollouts |\n\
-         |---|---|---|---|---|---|---|---|\n",
+        "| topology | agents | time to Ready | floor | ratio | minimal floor | ratio to it | reconciles / agent | writes / agent: Deployment, Service, Agent status, Agent, Events | Deployment writes / rollouts |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in reports {
-        let (time, ratio_text) = match &r.converge {
-            Outcome::Done(d) => (seconds(*d), ratio(*d, r.floor)),
+        let (time, ratio_text, minimal_ratio) = match &r.converge {
+            Outcome::Done(d) => (
+                seconds(*d),
+                ratio(*d, r.floor.total),
+                ratio(*d, r.floor.minimal),
+            ),
             Outcome::TimedOut { progress, after } => (
                 format!(
                     "not converged: {progress} after {:.0} s",
                     after.as_secs_f64()
                 ),
                 "–".into(),
+                "–".into(),
             ),
         };
         let _ = writeln!(
             out,
-            "| {} | {} | {time} | {} | {ratio_text} | {} | {} | {} / {} |",
+            "| {} | {} | {time} | {} | {ratio_text} | {} | {minimal_ratio} | {} | {} | {} / {} |",
             r.topology.name(),
             r.agents,
-            seconds(r.floor),
+            seconds(r.floor.total),
+            seconds(r.floor.minimal),
             r.per_agent(r.reconciles),
             r.agent_writes(),
             r.deployment_writes(),
@@ -143,8 +149,8 @@ pub fn markdown(reports: &[Report], idle: u64) -> String {
     }
     let _ = write!(
         out,
-        "\n| topology | agents | idle {idle} s: reconciles | idle {idle} s: writes | agent controller RSS / cached object | ModelAPI change: Deployment writes / rollouts | change: patch to last Deployment write | change / floor |\n\
-         |---|---|---|---|---|---|---|---|\n"
+        "\n| topology | agents | idle {idle} s: reconciles | idle {idle} s: writes | agent controller RSS / cached object | ModelAPI change: Deployment writes / rollouts | change: patch to last Deployment write | change / floor | change / minimal floor |\n\
+         |---|---|---|---|---|---|---|---|---|\n"
     );
     for r in reports {
         let idle_writes: usize = r.idle_writes.values().sum();
@@ -160,24 +166,30 @@ pub fn markdown(reports: &[Report], idle: u64) -> String {
         };
         let per_object = (r.rss_end_kib - r.rss_baseline_kib) / (r.cached_objects.max(1) as f64);
         let change = &r.change;
-        let (time, ratio_text) = match (&change.outcome, change.last_write) {
-            (Outcome::Done(_), Some(t)) => (seconds(t), ratio(t, r.floor)),
+        let (time, ratio_text, minimal_ratio) = match (&change.outcome, change.last_write) {
+            (Outcome::Done(_), Some(t)) => (
+                seconds(t),
+                ratio(t, r.floor.total),
+                ratio(t, r.floor.minimal),
+            ),
             (Outcome::Done(moved), None) if change.deployment_writes.is_none() => (
                 format!("n/a¹ (all moved {})", seconds(*moved)),
-                format!("{}²", ratio(*moved, r.floor)),
+                format!("{}²", ratio(*moved, r.floor.total)),
+                format!("{}²", ratio(*moved, r.floor.minimal)),
             ),
-            (Outcome::Done(_), None) => ("no Deployment write".into(), "–".into()),
+            (Outcome::Done(_), None) => ("no Deployment write".into(), "–".into(), "–".into()),
             (Outcome::TimedOut { progress, after }, _) => (
                 format!(
                     "not converged: {progress} after {:.0} s",
                     after.as_secs_f64()
                 ),
                 "–".into(),
+                "–".into(),
             ),
         };
         let _ = writeln!(
             out,
-            "| {} | {} | {:.0} | {idle_detail} | {per_object:.1} KiB ({:.1} → {:.1} MiB, {} objects) | {} / {} | {time} | {ratio_text} |",
+            "| {} | {} | {:.0} | {idle_detail} | {per_object:.1} KiB ({:.1} → {:.1} MiB, {} objects) | {} / {} | {time} | {ratio_text} | {minimal_ratio} |",
             r.topology.name(),
             r.agents,
             r.idle_reconciles,

@@ -4,8 +4,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use futures::{StreamExt, stream};
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::{Value, json};
 
@@ -151,14 +152,15 @@ impl Workload {
     }
 }
 
-/// Server-side applies `objects` in `namespace`, `concurrency` at a time.
+/// Server-side applies `objects` in `namespace`, `concurrency` at a time; the uid of each by
+/// `(kind, name)`.
 pub async fn apply_all(
     client: &kube::Client,
     namespace: &str,
     objects: Vec<(ApiResource, Value)>,
     concurrency: usize,
-) -> anyhow::Result<()> {
-    let results: Vec<anyhow::Result<()>> = stream::iter(objects)
+) -> anyhow::Result<BTreeMap<(String, String), String>> {
+    let results: Vec<anyhow::Result<((String, String), String)>> = stream::iter(objects)
         .map(|(resource, object)| {
             let client = client.clone();
             async move {
@@ -167,13 +169,17 @@ pub async fn apply_all(
                     .as_str()
                     .unwrap_or("")
                     .to_string();
-                api.patch(
-                    &name,
-                    &PatchParams::apply("kaos-bench").force(),
-                    &Patch::Apply(&object),
-                )
-                .await?;
-                Ok(())
+                let written = api
+                    .patch(
+                        &name,
+                        &PatchParams::apply("kaos-bench").force(),
+                        &Patch::Apply(&object),
+                    )
+                    .await?;
+                Ok((
+                    (resource.kind, name),
+                    written.metadata.uid.unwrap_or_default(),
+                ))
             }
         })
         .buffer_unordered(concurrency)
@@ -204,10 +210,186 @@ pub async fn switch_to_hosted(
     Ok(())
 }
 
-/// The floor: the child and status writes the controllers make, sent by a bare client: a
-/// Deployment and a Service per resource, then two status writes per Deployment (not ready,
-/// then ready), with the same concurrency.
+/// What the run ended with, for the floor to write again: every primary (the loader's body)
+/// with its final status, and every child the controllers wrote, as they left it.
+pub struct FinalObjects {
+    primaries: Vec<(ApiResource, Value)>,
+    /// `(resource, name)` → the status the controllers wrote.
+    statuses: BTreeMap<(String, String), Value>,
+    children: Vec<(ApiResource, Value)>,
+}
+
+/// The kinds of child the controllers write in a run's workload (no HTTPRoutes: no gateway).
+fn child_resources() -> [ApiResource; 3] {
+    [
+        deployments(),
+        services(),
+        ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap")),
+    ]
+}
+
+impl FinalObjects {
+    /// Reads them from `namespace` once the run has converged.
+    pub async fn read(
+        client: &kube::Client,
+        namespace: &str,
+        workload: &Workload,
+    ) -> anyhow::Result<Self> {
+        let mut statuses = BTreeMap::new();
+        for kind in ["Agent", "ModelAPI", "MCPServer"] {
+            let resource = kaos(kind);
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), namespace, &resource);
+            for object in api.list(&ListParams::default()).await?.items {
+                if let (Some(name), Some(status)) =
+                    (object.metadata.name, object.data.get("status"))
+                {
+                    statuses.insert((resource.plural.clone(), name), status.clone());
+                }
+            }
+        }
+        let mut children = Vec::new();
+        for resource in child_resources() {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), namespace, &resource);
+            for object in api.list(&ListParams::default()).await?.items {
+                if let Some(body) = as_written(&resource, object) {
+                    children.push((resource.clone(), body));
+                }
+            }
+        }
+        Ok(Self {
+            primaries: workload.objects(),
+            statuses,
+            children,
+        })
+    }
+}
+
+/// A child of a kaos resource as a client would write it: without what the server fills in
+/// (uid, versions, times, managed fields, status, a Service's cluster IPs, the Deployment
+/// revision), its owner references naming their owner by kind and name only (the floor's
+/// owners have other uids). None for objects no kaos resource controls.
+fn as_written(resource: &ApiResource, object: DynamicObject) -> Option<Value> {
+    let owners = object.metadata.owner_references.clone().unwrap_or_default();
+    owners
+        .iter()
+        .find(|o| o.controller == Some(true) && o.api_version.starts_with("kaos.tools/"))?;
+    let mut annotations = object.metadata.annotations.clone().unwrap_or_default();
+    annotations.remove("deployment.kubernetes.io/revision");
+    let mut body = object.data;
+    if let Some(map) = body.as_object_mut() {
+        map.remove("status");
+    }
+    if let Some(spec) = body.get_mut("spec").and_then(Value::as_object_mut) {
+        for server_filled in ["clusterIP", "clusterIPs"] {
+            spec.remove(server_filled);
+        }
+    }
+    body["apiVersion"] = json!(resource.api_version);
+    body["kind"] = json!(resource.kind);
+    body["metadata"] = json!({
+        "name": object.metadata.name,
+        "labels": object.metadata.labels,
+        "annotations": annotations,
+        "ownerReferences": owners,
+    });
+    Some(body)
+}
+
+/// How long a bare client takes to write the run's final objects, in phases.
+pub struct Floor {
+    /// The same primaries, children and statuses as the run ended with.
+    pub total: Duration,
+    /// The earlier, smaller floor (until 2026-11-24): a minimal Deployment and Service per
+    /// resource and two Deployment status writes, no primaries; kept for comparison.
+    pub minimal: Duration,
+}
+
+/// The floor, in `floor_namespace` (empty), with the controllers stopped: a bare client writes
+/// the final objects of the run, `concurrency` at a time: the primaries as the loader wrote them
+/// (the run's time includes those writes too), then the children as the controllers left them
+/// (owned by the floor's primaries), then two status writes per primary (its final status, the
+/// first time with phase Pending), as the controllers write a status when they start and when
+/// the workload is ready. Then, in `run_namespace`, the earlier minimal floor.
 pub async fn floor(
+    client: &kube::Client,
+    run_namespace: &str,
+    floor_namespace: &str,
+    objects: &FinalObjects,
+    concurrency: usize,
+) -> anyhow::Result<Floor> {
+    let started = Instant::now();
+    let uids = apply_all(
+        client,
+        floor_namespace,
+        objects.primaries.clone(),
+        concurrency,
+    )
+    .await
+    .context("floor: the primaries")?;
+    let children = objects
+        .children
+        .iter()
+        .map(|(resource, body)| {
+            let mut body = body.clone();
+            if let Some(owners) = body["metadata"]["ownerReferences"].as_array_mut() {
+                for owner in owners {
+                    let key = (
+                        owner["kind"].as_str().unwrap_or("").to_string(),
+                        owner["name"].as_str().unwrap_or("").to_string(),
+                    );
+                    owner["uid"] = json!(uids.get(&key).cloned().unwrap_or_default());
+                }
+            }
+            (resource.clone(), body)
+        })
+        .collect();
+    apply_all(client, floor_namespace, children, concurrency)
+        .await
+        .context("floor: the children")?;
+    let mut writes = Vec::new();
+    for (resource, body) in &objects.primaries {
+        let name = body["metadata"]["name"].as_str().unwrap_or("").to_string();
+        let Some(status) = objects
+            .statuses
+            .get(&(resource.plural.clone(), name.clone()))
+        else {
+            continue;
+        };
+        let mut first = status.clone();
+        first["phase"] = json!("Pending");
+        writes.push((resource.clone(), name.clone(), first));
+        writes.push((resource.clone(), name, status.clone()));
+    }
+    let results: Vec<Result<DynamicObject, kube::Error>> = stream::iter(writes)
+        .map(|(resource, name, status)| {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), floor_namespace, &resource);
+            async move {
+                api.patch_status(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&json!({"status": status})),
+                )
+                .await
+            }
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+    for r in results {
+        r.context("floor: a status")?;
+    }
+    let total = started.elapsed();
+    let minimal =
+        minimal_floor(client, run_namespace, objects.primaries.len(), concurrency).await?;
+    Ok(Floor { total, minimal })
+}
+
+/// The earlier floor: a minimal Deployment and Service per resource, then two status writes
+/// per Deployment (not ready, then ready), with the same concurrency.
+async fn minimal_floor(
     client: &kube::Client,
     namespace: &str,
     resources: usize,
