@@ -108,8 +108,11 @@ impl Drop for Dev {
     }
 }
 
-fn free_address() -> anyhow::Result<SocketAddr> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?)
+/// A free loopback address below the kernel's ephemeral range: a port the kernel picked with
+/// `bind(0)` can be handed to another program's outgoing connection before the controller
+/// binds it.
+fn free_address() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], kaos_testkit::ports::free_port()))
 }
 
 fn runtime_args(metrics: SocketAddr, lease_namespace: &str) -> anyhow::Result<RuntimeArgs> {
@@ -352,7 +355,7 @@ impl Start<'_> {
         let stop_signal = async move {
             let _ = stopped.wait_for(|s| *s).await;
         };
-        let metrics = free_address()?;
+        let metrics = free_address();
         let task = tokio::spawn(kaos_runtime::runner::run_with(
             self.config,
             runtime_args(metrics, self.lease_namespace)?,
