@@ -15,8 +15,8 @@
 //! `scripts/control-plane up DIR`, with `DIR/kubeconfig`), as that kubeconfig's user
 //! (cluster-admin): it installs the CRDs and the MCP runtime registry if missing, starts the
 //! three controller binaries out of cluster with that kubeconfig and the chart's environment,
-//! runs each workload and its floor in a fresh namespace `kaos-bench-<topology>-<N>` and deletes
-//! it at the end. Without the testkit's audit log, writes by kind and the ModelAPI change's
+//! runs each workload in a fresh namespace `kaos-bench-<topology>-<N>` and its floor in
+//! `kaos-bench-<topology>-<N>-floor`, and deletes both at the end. Without the testkit's audit log, writes by kind and the ModelAPI change's
 //! Deployment writes are reported as n/a; requests are counted from the controllers' own
 //! `rest_client_requests_total` (by HTTP method) and writes as its POST, PATCH and DELETE.
 //!
