@@ -233,7 +233,7 @@ pub fn markdown(reports: &[Report], idle: u64) -> String {
              Instead, from the controllers' own `rest_client_requests_total`: \"all\" is the agent controller's POST, PATCH and DELETE \
              per agent until Ready (every kind; PUT is left out: the controllers PUT only to renew their Lease), \
              idle writes are every controller's POST, PATCH and DELETE in the window, and requests are by HTTP method (GET = get, list and watch).\n\
-             ² From the patch until every agent Deployment carried the new `MODEL_API_URL` (polled), not to the last write.\n",
+             ² From the patch until every agent Deployment carried the new `MODEL_API_URL` (watched), not to the last write.\n",
         );
     }
     out
