@@ -2,10 +2,11 @@
 //! with the deployment simulator and RBAC, reconciled by the three real controller binaries, the
 //! Agents listing each other in one of several peer topologies. Per topology and N it reports:
 //! time to Ready (and wired to the peers) against the floor (a bare client writing the same final
-//! objects: the primaries, their children and their statuses), the agent controller's reconciles and writes per Agent, Deployment writes
-//! against rollouts, reconciles and writes in an idle window, resident memory per cached object,
-//! and what switching every ModelAPI from Proxy to Hosted costs; plus requests per resource,
-//! reconcile latency, memory and CPU per controller.
+//! objects: the primaries, their children and their statuses) and the earlier minimal floor, the
+//! agent controller's reconciles and writes per Agent, Deployment writes against rollouts,
+//! reconciles and writes in an idle window, resident memory per cached object, and what switching
+//! every ModelAPI from Proxy to Hosted costs; plus requests per resource, reconcile latency,
+//! memory and CPU per controller.
 //!
 //!   scripts/build-static.sh target/bench agent-controller modelapi-controller mcpserver-controller kaos-testkit
 //!   KAOS_BIN_DIR=$PWD/target/bench cargo run -p kaos-bench -- --agents 100 --topology star --out bench.md
@@ -16,9 +17,10 @@
 //! (cluster-admin): it installs the CRDs and the MCP runtime registry if missing, starts the
 //! three controller binaries out of cluster with that kubeconfig and the chart's environment,
 //! runs each workload in a fresh namespace `kaos-bench-<topology>-<N>` and its floor in
-//! `kaos-bench-<topology>-<N>-floor`, and deletes both at the end. Without the testkit's audit log, writes by kind and the ModelAPI change's
-//! Deployment writes are reported as n/a; requests are counted from the controllers' own
-//! `rest_client_requests_total` (by HTTP method) and writes as its POST, PATCH and DELETE.
+//! `kaos-bench-<topology>-<N>-floor`, and deletes both at the end. Without the testkit's audit
+//! log, writes by kind and the ModelAPI change's Deployment writes are reported as n/a; requests
+//! are counted from the controllers' own `rest_client_requests_total` (by HTTP method) and
+//! writes as its POST, PATCH and DELETE.
 //!
 //!   KAOS_BIN_DIR=$PWD/target/bench cargo run -p kaos-bench -- --kubeconfig /tmp/plane/kubeconfig --agents 1000 --topology none
 

@@ -268,8 +268,8 @@ impl FinalObjects {
 
 /// A child of a kaos resource as a client would write it: without what the server fills in
 /// (uid, versions, times, managed fields, status, a Service's cluster IPs, the Deployment
-/// revision), its owner references naming their owner by kind and name only (the floor's
-/// owners have other uids). None for objects no kaos resource controls.
+/// revision). Its owner references are kept as they are; the floor points them at its own
+/// primaries' uids. None for objects no kaos resource controls.
 fn as_written(resource: &ApiResource, object: DynamicObject) -> Option<Value> {
     let owners = object.metadata.owner_references.clone().unwrap_or_default();
     owners
@@ -348,38 +348,43 @@ pub async fn floor(
     apply_all(client, floor_namespace, children, concurrency)
         .await
         .context("floor: the children")?;
-    let mut writes = Vec::new();
-    for (resource, body) in &objects.primaries {
-        let name = body["metadata"]["name"].as_str().unwrap_or("").to_string();
-        let Some(status) = objects
-            .statuses
-            .get(&(resource.plural.clone(), name.clone()))
-        else {
-            continue;
-        };
-        let mut first = status.clone();
-        first["phase"] = json!("Pending");
-        writes.push((resource.clone(), name.clone(), first));
-        writes.push((resource.clone(), name, status.clone()));
-    }
-    let results: Vec<Result<DynamicObject, kube::Error>> = stream::iter(writes)
-        .map(|(resource, name, status)| {
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(client.clone(), floor_namespace, &resource);
-            async move {
-                api.patch_status(
-                    &name,
-                    &PatchParams::default(),
-                    &Patch::Merge(&json!({"status": status})),
-                )
-                .await
+    // Round 1 (phase Pending) for every primary, then round 2 (the final status): the
+    // controllers' order, and the final objects end as the run's did.
+    for round in [Some("Pending"), None] {
+        let mut writes = Vec::new();
+        for (resource, body) in &objects.primaries {
+            let name = body["metadata"]["name"].as_str().unwrap_or("").to_string();
+            let Some(status) = objects
+                .statuses
+                .get(&(resource.plural.clone(), name.clone()))
+            else {
+                continue;
+            };
+            let mut status = status.clone();
+            if let Some(phase) = round {
+                status["phase"] = json!(phase);
             }
-        })
-        .buffer_unordered(concurrency)
-        .collect()
-        .await;
-    for r in results {
-        r.context("floor: a status")?;
+            writes.push((resource.clone(), name, status));
+        }
+        let results: Vec<Result<DynamicObject, kube::Error>> = stream::iter(writes)
+            .map(|(resource, name, status)| {
+                let api: Api<DynamicObject> =
+                    Api::namespaced_with(client.clone(), floor_namespace, &resource);
+                async move {
+                    api.patch_status(
+                        &name,
+                        &PatchParams::default(),
+                        &Patch::Merge(&json!({"status": status})),
+                    )
+                    .await
+                }
+            })
+            .buffer_unordered(concurrency)
+            .collect()
+            .await;
+        for r in results {
+            r.context("floor: a status")?;
+        }
     }
     let total = started.elapsed();
     let minimal =

@@ -687,15 +687,13 @@ impl State {
         let objects = self.objects.entry(key.clone()).or_default();
         let id = (namespace.clone(), name);
         let replaced = objects.remove(&id);
-        if let Some(old) = &replaced {
-            self.gc.forget(&old.object);
-        }
         if event_type == EventType::Deleted {
             if let Some(old) = &replaced {
-                self.gc.removed(&old.object);
+                self.gc.deleted(&old.object);
             }
         } else {
-            self.gc.store(&object);
+            self.gc
+                .stored(replaced.as_ref().map(|s| &s.object), &object);
             let applied = replaced.map(|s| s.applied).unwrap_or_default();
             objects.insert(
                 id,

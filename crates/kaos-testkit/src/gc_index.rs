@@ -28,24 +28,11 @@ pub struct GcIndex {
 }
 
 impl GcIndex {
-    /// `old`, the stored state of an object, is replaced or removed.
-    pub fn forget(&mut self, old: &Value) {
-        self.live.remove(meta::uid(old));
-        for owner in meta::owner_uids(old) {
-            if let Some(count) = self.dependents.get_mut(&owner) {
-                *count -= 1;
-                if *count == 0 {
-                    self.dependents.remove(&owner);
-                }
-            }
+    /// `new` is stored, replacing `old` (None for a create).
+    pub fn stored(&mut self, old: Option<&Value>, new: &Value) {
+        if let Some(old) = old {
+            self.forget(old);
         }
-        if meta::is_deleting(old) {
-            self.deleting = self.deleting.saturating_sub(1);
-        }
-    }
-
-    /// `new` is stored (created, or the new state of an object).
-    pub fn store(&mut self, new: &Value) {
         self.live.insert(meta::uid(new).to_string());
         for owner in meta::owner_uids(new) {
             if !self.live.contains(&owner) {
@@ -59,8 +46,9 @@ impl GcIndex {
         }
     }
 
-    /// `old` was removed from the store for good: its dependents may now be orphans.
-    pub fn removed(&mut self, old: &Value) {
+    /// `old` is removed from the store for good: its dependents may now be orphans.
+    pub fn deleted(&mut self, old: &Value) {
+        self.forget(old);
         if self.dependents.contains_key(meta::uid(old)) {
             self.pass_needed = true;
         }
@@ -72,6 +60,22 @@ impl GcIndex {
         let needed = self.pass_needed || self.deleting > 0;
         self.pass_needed = false;
         needed
+    }
+
+    /// Drops what `old`, a stored state, contributed.
+    fn forget(&mut self, old: &Value) {
+        self.live.remove(meta::uid(old));
+        for owner in meta::owner_uids(old) {
+            if let Some(count) = self.dependents.get_mut(&owner) {
+                *count -= 1;
+                if *count == 0 {
+                    self.dependents.remove(&owner);
+                }
+            }
+        }
+        if meta::is_deleting(old) {
+            self.deleting = self.deleting.saturating_sub(1);
+        }
     }
 }
 
@@ -93,22 +97,20 @@ mod tests {
     fn no_pass_for_objects_that_own_nothing() {
         let mut index = GcIndex::default();
         let config_map = object("c", &[], false);
-        index.store(&config_map);
+        index.stored(None, &config_map);
         assert!(!index.take_pass());
-        index.forget(&config_map);
-        index.removed(&config_map);
+        index.deleted(&config_map);
         assert!(!index.take_pass());
     }
 
     #[test]
     fn a_pass_when_an_owner_with_dependents_goes() {
         let mut index = GcIndex::default();
-        let (owner, child) = (object("o", &[], false), object("c", &["o"], false));
-        index.store(&owner);
-        index.store(&child);
+        let owner = object("o", &[], false);
+        index.stored(None, &owner);
+        index.stored(None, &object("c", &["o"], false));
         assert!(!index.take_pass(), "the owner exists");
-        index.forget(&owner);
-        index.removed(&owner);
+        index.deleted(&owner);
         assert!(index.take_pass());
         assert!(!index.take_pass(), "one pass per reason");
     }
@@ -116,7 +118,7 @@ mod tests {
     #[test]
     fn a_pass_for_an_object_whose_owner_does_not_exist() {
         let mut index = GcIndex::default();
-        index.store(&object("c", &["gone"], false));
+        index.stored(None, &object("c", &["gone"], false));
         assert!(index.take_pass());
     }
 
@@ -125,28 +127,23 @@ mod tests {
         let mut index = GcIndex::default();
         let live = object("n", &[], false);
         let terminating = object("n", &[], true);
-        index.store(&live);
-        index.forget(&live);
-        index.store(&terminating);
+        index.stored(None, &live);
+        index.stored(Some(&live), &terminating);
         assert!(index.take_pass());
         assert!(index.take_pass(), "still deleting");
-        index.forget(&terminating);
-        index.removed(&terminating);
+        index.deleted(&terminating);
         assert!(!index.take_pass());
     }
 
     #[test]
-    fn replacing_an_object_keeps_its_owner_count() {
+    fn an_update_that_drops_an_owner_is_no_longer_its_dependent() {
         let mut index = GcIndex::default();
         let owner = object("o", &[], false);
         let child = object("c", &["o"], false);
-        index.store(&owner);
-        index.store(&child);
-        // A new state of the child (an update) that drops its owner.
-        index.forget(&child);
-        index.store(&object("c", &[], false));
-        index.forget(&owner);
-        index.removed(&owner);
+        index.stored(None, &owner);
+        index.stored(None, &child);
+        index.stored(Some(&child), &object("c", &[], false));
+        index.deleted(&owner);
         assert!(!index.take_pass(), "nobody names the owner any more");
     }
 }
