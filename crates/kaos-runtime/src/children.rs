@@ -6,6 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 
+use crate::packed::Labelled;
 use crate::podspec::stable_hash;
 
 /// Annotation holding the hash of the desired state a child was last applied with.
@@ -26,12 +27,9 @@ pub fn stamp_with<K: Resource + Serialize>(desired: &mut K, hash: fn(&K) -> Stri
     hash
 }
 
-/// Whether a cached child already has the desired state's hash.
-pub fn is_current(observed: Option<&ObjectMeta>, hash: &str) -> bool {
-    observed
-        .and_then(|m| m.annotations.as_ref())
-        .and_then(|a| a.get(DESIRED_HASH_ANNOTATION))
-        .is_some_and(|h| h == hash)
+/// Whether a child already has the desired state's hash.
+pub fn is_current(observed: &impl Labelled, hash: &str) -> bool {
+    observed.annotation(DESIRED_HASH_ANNOTATION) == Some(hash)
 }
 
 /// Whether `child` is controlled by the object with `owner_uid`.
@@ -62,9 +60,9 @@ mod tests {
             annotations: Some([(DESIRED_HASH_ANNOTATION.into(), first.clone())].into()),
             ..Default::default()
         };
-        assert!(is_current(Some(&meta), &first));
-        assert!(!is_current(Some(&meta), "other"));
-        assert!(!is_current(None, &first));
+        assert!(is_current(&meta, &first));
+        assert!(!is_current(&meta, "other"));
+        assert!(!is_current(&ObjectMeta::default(), &first));
     }
 
     #[test]

@@ -19,7 +19,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use kube::core::{DynamicObject, PartialObjectMeta};
+use kube::core::DynamicObject;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
@@ -30,6 +30,8 @@ use crate::deployment_view::DeploymentView;
 use crate::drift::covers;
 use crate::error::{ReconcileError, Step, StepExt};
 use crate::expectations::{Expectations, Key, Observed, Verdict};
+use crate::meta_view::MetaView;
+use crate::packed::Labelled;
 use crate::podspec::secret_hash;
 use crate::references::{self, Missing, Reference, Source};
 use crate::workload::http_route_resource;
@@ -175,11 +177,11 @@ impl Converged {
 pub struct Children {
     pub deployments: Store<DeploymentView>,
     /// Metadata only: converge reads nothing else of a Service.
-    pub services: Store<PartialObjectMeta<Service>>,
+    pub services: Store<MetaView<Service>>,
     /// None for kinds without ConfigMaps.
     pub config_maps: Option<Store<ConfigMap>>,
     /// Metadata only, so no secret value is ever cached; None for kinds without Secrets.
-    pub secrets: Option<Store<PartialObjectMeta<Secret>>>,
+    pub secrets: Option<Store<MetaView<Secret>>>,
     /// None when the Gateway API is neither enabled nor installed.
     pub routes: Option<Store<DynamicObject>>,
     pub expectations: Arc<Expectations>,
@@ -354,13 +356,18 @@ impl Children {
         desired: &K,
         hash: &str,
     ) -> Result<bool, kube::Error> {
-        if !is_current(Some(observed.meta()), hash) {
+        if !is_current(observed, hash) {
             return Ok(false);
         }
         if K::CACHED_WHOLE {
             return Ok(covers_json(observed, desired));
         }
-        if !covers_json(observed.meta(), desired.meta()) {
+        let unlabelled = ObjectMeta {
+            labels: None,
+            annotations: None,
+            ..desired.meta().clone()
+        };
+        if !observed.labels_cover(desired.meta()) || !covers_json(observed.meta(), &unlabelled) {
             return Ok(false);
         }
         let version = K::content_version(observed.meta());
@@ -374,7 +381,7 @@ impl Children {
         let Some(whole) = api.get_opt(&key.2).await? else {
             return Ok(false);
         };
-        let covered = is_current(Some(whole.meta()), hash) && covers_json(&whole, desired);
+        let covered = is_current(whole.meta(), hash) && covers_json(&whole, desired);
         if covered {
             self.expectations.confirmed(
                 key.clone(),
@@ -511,6 +518,7 @@ pub trait ChildResource:
 {
     /// What the cache keeps of this kind.
     type Cached: Resource<DynamicType = Self::DynamicType>
+        + Labelled
         + Clone
         + Serialize
         + Debug
@@ -548,12 +556,12 @@ impl ChildResource for Deployment {
 }
 
 impl ChildResource for Service {
-    type Cached = PartialObjectMeta<Service>;
+    type Cached = MetaView<Service>;
     const CACHED_WHOLE: bool = false;
     fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
         Api::namespaced(client.clone(), namespace)
     }
-    fn child_ref(name: &str, namespace: &str) -> ObjectRef<PartialObjectMeta<Service>> {
+    fn child_ref(name: &str, namespace: &str) -> ObjectRef<MetaView<Service>> {
         ObjectRef::new(name).within(namespace)
     }
 }
@@ -570,7 +578,7 @@ impl ChildResource for ConfigMap {
 }
 
 impl ChildResource for Secret {
-    type Cached = PartialObjectMeta<Secret>;
+    type Cached = MetaView<Secret>;
     const CACHED_WHOLE: bool = false;
     /// One-way: the stamp is on the object, its content is a secret.
     fn stamp(desired: &mut Self) -> String {
@@ -579,7 +587,7 @@ impl ChildResource for Secret {
     fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
         Api::namespaced(client.clone(), namespace)
     }
-    fn child_ref(name: &str, namespace: &str) -> ObjectRef<PartialObjectMeta<Secret>> {
+    fn child_ref(name: &str, namespace: &str) -> ObjectRef<MetaView<Secret>> {
         ObjectRef::new(name).within(namespace)
     }
 }

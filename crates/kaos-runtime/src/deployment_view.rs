@@ -3,7 +3,8 @@
 //! Deployment from kube-apiserver takes), and no controller reads it from the cache: the
 //! status mirror needs the status, converge needs the metadata, and whether the template still
 //! holds what we applied is told by the generation (see `converge`). Deserialized straight from
-//! the watch, so the template is never even allocated.
+//! the watch, so the template is never even allocated; the labels and annotations are packed
+//! ([`SlimMeta`]).
 
 use std::borrow::Cow;
 
@@ -13,10 +14,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use serde::{Deserialize, Serialize};
 
+use crate::packed::{Labelled, SlimMeta};
+
 /// A Deployment without its selector and pod template.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 pub struct DeploymentView {
-    pub metadata: ObjectMeta,
+    pub metadata: SlimMeta,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec: Option<ReplicasSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -34,7 +37,7 @@ impl DeploymentView {
     /// The view of a whole Deployment.
     pub fn of(deployment: &Deployment) -> Self {
         DeploymentView {
-            metadata: deployment.metadata.clone(),
+            metadata: deployment.metadata.clone().into(),
             spec: deployment.spec.as_ref().map(|s| ReplicasSpec {
                 replicas: s.replicas,
             }),
@@ -66,10 +69,22 @@ impl Resource for DeploymentView {
         Deployment::plural(dt)
     }
     fn meta(&self) -> &ObjectMeta {
-        &self.metadata
+        &self.metadata.meta
     }
     fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
+        &mut self.metadata.meta
+    }
+}
+
+impl Labelled for DeploymentView {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.metadata.label(key)
+    }
+    fn annotation(&self, key: &str) -> Option<&str> {
+        self.metadata.annotation(key)
+    }
+    fn labels_cover(&self, desired: &ObjectMeta) -> bool {
+        self.metadata.labels_cover(desired)
     }
 }
 
@@ -88,7 +103,7 @@ mod tests {
             "status": {"readyReplicas": 1, "observedGeneration": 3}
         });
         let view: DeploymentView = serde_json::from_value(watched).expect("view");
-        assert_eq!(view.metadata.generation, Some(3));
+        assert_eq!(view.meta().generation, Some(3));
         assert_eq!(view.replicas(), 2);
         assert_eq!(view.status.and_then(|s| s.ready_replicas), Some(1));
         assert_eq!(

@@ -21,7 +21,6 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::api::{Api, Patch, PatchParams};
-use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{self, Action};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
@@ -36,6 +35,7 @@ use crate::converge::{ChildKind, ChildSet, Children, Converged, Parent};
 use crate::error::{ReconcileError, Step, StepExt};
 use crate::events::Events;
 use crate::expectations::{Expectations, Observed, Verdict};
+use crate::meta_view::MetaView;
 use crate::podspec::stable_hash;
 use crate::stores;
 use crate::triggers::spec_or_deletion;
@@ -178,7 +178,7 @@ where
     let deployment_events =
         deployment_events.inspect_ok(forget_deleted(&expectations, ChildKind::Deployment));
     let (services, service_events) =
-        stores::cache::<PartialObjectMeta<Service>>(client, namespace, selector);
+        stores::cache::<MetaView<Service>>(client, namespace, selector);
     let service_events =
         service_events.inspect_ok(forget_deleted(&expectations, ChildKind::Service));
     let config = controller::Config::default()
@@ -215,8 +215,7 @@ where
     }
     let mut secrets = None;
     if kinds.secrets {
-        let (store, events) =
-            stores::cache::<PartialObjectMeta<Secret>>(client, namespace, selector);
+        let (store, events) = stores::cache::<MetaView<Secret>>(client, namespace, selector);
         let events = events.inspect_ok(forget_deleted(&expectations, ChildKind::Secret));
         controller = controller.owns_stream(
             events

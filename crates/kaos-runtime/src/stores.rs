@@ -19,7 +19,7 @@ use serde::de::DeserializeOwned;
 pub type Events<K> = Pin<Box<dyn Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send>>;
 
 /// The annotation `kubectl apply` (client side) stores a whole copy of the object in.
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Drops what no controller reads, so a cached object costs its content and no more.
 pub fn slim<K: Resource>(object: &mut K) {

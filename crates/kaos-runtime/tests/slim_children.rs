@@ -11,10 +11,10 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kaos_runtime::converge::{Child, ChildSet, Children, Parent};
 use kaos_runtime::deployment_view::DeploymentView;
+use kaos_runtime::meta_view::MetaView;
 use kaos_runtime::stores;
 use kaos_testkit::{ApiServer, Cluster};
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::Store;
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
@@ -27,7 +27,7 @@ struct Setup {
     deployments: Api<Deployment>,
     services: Api<Service>,
     deployment_cache: Store<DeploymentView>,
-    service_cache: Store<PartialObjectMeta<Service>>,
+    service_cache: Store<MetaView<Service>>,
     uid: String,
 }
 
@@ -46,7 +46,7 @@ async fn setup() -> Setup {
         stores::cache::<DeploymentView>(&client, Some("default"), "app=test");
     tokio::spawn(events.for_each(|_| async {}));
     let (service_cache, events) =
-        stores::cache::<PartialObjectMeta<Service>>(&client, Some("default"), "app=test");
+        stores::cache::<MetaView<Service>>(&client, Some("default"), "app=test");
     tokio::spawn(events.for_each(|_| async {}));
     deployment_cache.wait_until_ready().await.expect("synced");
     service_cache.wait_until_ready().await.expect("synced");
@@ -76,7 +76,7 @@ impl Setup {
     }
 
     fn metadata(&self) -> Value {
-        json!({"name": "child", "namespace": "default", "labels": {"app": "test"},
+        json!({"name": "child", "namespace": "default", "labels": {"app": "test", "tier": "child"},
             "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "parent",
                 "uid": self.uid, "controller": true}]})
     }
@@ -254,4 +254,44 @@ async fn a_restarted_process_reads_each_child_once_and_writes_nothing() {
     );
     assert_eq!(s.requests(), ["patch deployments"]);
     assert_eq!(s.image().await, "app:2");
+}
+
+#[tokio::test]
+async fn a_label_changed_by_hand_is_restored_and_one_added_by_another_survives() {
+    let s = setup().await;
+    let children = s.process();
+    s.converge(&children, "app:1").await;
+    s.caught_up().await;
+    s.requests();
+
+    let added = json!({"metadata": {"labels": {"team": "search"}, "annotations": {"note": "x"}}});
+    s.services
+        .patch("child", &PatchParams::default(), &Patch::Merge(&added))
+        .await
+        .expect("label");
+    s.caught_up().await;
+    assert!(s.converge(&children, "app:1").await.is_empty());
+    assert_eq!(s.requests(), ["get services"], "a label of another is no drift");
+
+    // Our labels stay ours: the cache shows the change, so no read is needed.
+    let changed = json!({"metadata": {"labels": {"tier": "other"}}});
+    s.services
+        .patch("child", &PatchParams::default(), &Patch::Merge(&changed))
+        .await
+        .expect("label");
+    s.caught_up().await;
+    assert_eq!(
+        s.converge(&children, "app:1").await,
+        ["applied Service child"]
+    );
+    assert_eq!(s.requests(), ["patch services"]);
+    let labels = s.services.get("child").await.expect("service").metadata.labels;
+    assert_eq!(
+        labels,
+        Some(
+            [("app", "test"), ("team", "search"), ("tier", "child")]
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .into()
+        )
+    );
 }

@@ -1,0 +1,246 @@
+//! Labels and annotations as the caches keep them. A `BTreeMap<String, String>` allocates a whole
+//! B-tree node (~540 bytes) for its first entry and a String per key and value; the labels and
+//! annotations of a child cost more than the rest of its cached metadata. [`PackedMap`] keeps
+//! the same entries, sorted, in one string and one offset table.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::stores::LAST_APPLIED;
+
+/// A read-only string map in two allocations: the keys and values end to end, and where each ends.
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct PackedMap {
+    text: Box<str>,
+    /// For entry i: its key ends at `ends[2i]`, its value at `ends[2i + 1]`.
+    ends: Box<[u32]>,
+}
+
+impl PackedMap {
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.ends.chunks_exact(2).scan(0usize, |start, ends| {
+            let (key_end, value_end) = (ends[0] as usize, ends[1] as usize);
+            let entry = (&self.text[*start..key_end], &self.text[key_end..value_end]);
+            *start = value_end;
+            Some(entry)
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Whether every entry of `wanted` is here with the same value.
+    pub fn covers(&self, wanted: Option<&BTreeMap<String, String>>) -> bool {
+        wanted
+            .into_iter()
+            .flatten()
+            .all(|(k, v)| self.get(k) == Some(v.as_str()))
+    }
+}
+
+impl<K: AsRef<str>, V: AsRef<str>> FromIterator<(K, V)> for PackedMap {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(entries: I) -> Self {
+        let mut text = String::new();
+        let mut ends = Vec::new();
+        for (key, value) in entries {
+            text.push_str(key.as_ref());
+            ends.push(text.len() as u32);
+            text.push_str(value.as_ref());
+            ends.push(text.len() as u32);
+        }
+        PackedMap {
+            text: text.into_boxed_str(),
+            ends: ends.into_boxed_slice(),
+        }
+    }
+}
+
+impl fmt::Debug for PackedMap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+impl Serialize for PackedMap {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.ends.len() / 2))?;
+        for (k, v) in self.iter() {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+/// An object's metadata as a cache keeps it: `meta` without managedFields, labels and
+/// annotations; the labels and annotations packed (the last-applied annotation dropped).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SlimMeta {
+    pub meta: ObjectMeta,
+    pub labels: PackedMap,
+    pub annotations: PackedMap,
+}
+
+impl From<ObjectMeta> for SlimMeta {
+    fn from(mut meta: ObjectMeta) -> Self {
+        meta.managed_fields = None;
+        let labels = meta.labels.take().into_iter().flatten().collect();
+        let annotations = meta
+            .annotations
+            .take()
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| k != LAST_APPLIED)
+            .collect();
+        SlimMeta {
+            meta,
+            labels,
+            annotations,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for SlimMeta {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        ObjectMeta::deserialize(deserializer).map(SlimMeta::from)
+    }
+}
+
+/// As the metadata it was read from (less what was dropped).
+impl Serialize for SlimMeta {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let unpack = |map: &PackedMap| {
+            (!map.is_empty()).then(|| {
+                map.iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect()
+            })
+        };
+        ObjectMeta {
+            labels: unpack(&self.labels),
+            annotations: unpack(&self.annotations),
+            ..self.meta.clone()
+        }
+        .serialize(serializer)
+    }
+}
+
+/// What converge reads of a cached child's labels and annotations, however it is cached.
+pub trait Labelled {
+    fn label(&self, key: &str) -> Option<&str>;
+    fn annotation(&self, key: &str) -> Option<&str>;
+    /// Whether the labels and annotations hold every one of `desired`'s.
+    fn labels_cover(&self, desired: &ObjectMeta) -> bool;
+}
+
+impl Labelled for SlimMeta {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.labels.get(key)
+    }
+    fn annotation(&self, key: &str) -> Option<&str> {
+        self.annotations.get(key)
+    }
+    fn labels_cover(&self, desired: &ObjectMeta) -> bool {
+        self.labels.covers(desired.labels.as_ref())
+            && self.annotations.covers(desired.annotations.as_ref())
+    }
+}
+
+impl Labelled for ObjectMeta {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.labels.as_ref()?.get(key).map(String::as_str)
+    }
+    fn annotation(&self, key: &str) -> Option<&str> {
+        self.annotations.as_ref()?.get(key).map(String::as_str)
+    }
+    fn labels_cover(&self, desired: &ObjectMeta) -> bool {
+        let covers = |have: Option<&BTreeMap<String, String>>, want: Option<&BTreeMap<_, _>>| {
+            want.into_iter()
+                .flatten()
+                .all(|(k, v)| have.and_then(|h| h.get(k)) == Some(v))
+        };
+        covers(self.labels.as_ref(), desired.labels.as_ref())
+            && covers(self.annotations.as_ref(), desired.annotations.as_ref())
+    }
+}
+
+/// Objects cached whole answer from their own metadata.
+macro_rules! labelled_by_metadata {
+    ($($kind:ty),*) => {$(
+        impl Labelled for $kind {
+            fn label(&self, key: &str) -> Option<&str> {
+                self.metadata.label(key)
+            }
+            fn annotation(&self, key: &str) -> Option<&str> {
+                self.metadata.annotation(key)
+            }
+            fn labels_cover(&self, desired: &ObjectMeta) -> bool {
+                self.metadata.labels_cover(desired)
+            }
+        }
+    )*};
+}
+
+labelled_by_metadata!(
+    k8s_openapi::api::core::v1::ConfigMap,
+    kube::core::DynamicObject
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn holds_the_entries_of_the_map_it_was_read_from() {
+        let map: BTreeMap<String, String> = [("app", "agent"), ("agent", "a"), ("empty", "")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let packed: PackedMap = map.iter().collect();
+        assert_eq!(packed.get("app"), Some("agent"));
+        assert_eq!(packed.get("empty"), Some(""));
+        assert_eq!(packed.get("ap"), None);
+        assert_eq!(
+            serde_json::to_value(&packed).expect("json"),
+            serde_json::to_value(&map).expect("json")
+        );
+        assert!(packed.covers(Some(&map)));
+        assert!(packed.covers(None));
+        let other = BTreeMap::from([("app".to_string(), "other".to_string())]);
+        assert!(!packed.covers(Some(&other)));
+    }
+
+    #[test]
+    fn slim_meta_packs_labels_and_annotations_and_drops_what_no_one_reads() {
+        let watched = json!({"name": "a", "namespace": "ns", "resourceVersion": "7",
+            "labels": {"app": "agent"},
+            "annotations": {"kaos.tools/desired-hash": "h", LAST_APPLIED: "{...}"},
+            "managedFields": [{"manager": "kubectl"}]});
+        let slim: SlimMeta = serde_json::from_value(watched).expect("meta");
+        assert_eq!(slim.meta.labels, None);
+        assert_eq!(slim.meta.annotations, None);
+        assert_eq!(slim.meta.managed_fields, None);
+        assert_eq!(slim.meta.resource_version.as_deref(), Some("7"));
+        assert_eq!(slim.label("app"), Some("agent"));
+        assert_eq!(slim.annotation("kaos.tools/desired-hash"), Some("h"));
+        assert_eq!(slim.annotation(LAST_APPLIED), None);
+        assert_eq!(
+            serde_json::to_value(&slim).expect("json"),
+            json!({"name": "a", "namespace": "ns", "resourceVersion": "7",
+                "labels": {"app": "agent"}, "annotations": {"kaos.tools/desired-hash": "h"}})
+        );
+        let desired: ObjectMeta =
+            serde_json::from_value(json!({"labels": {"app": "agent"}})).expect("meta");
+        assert!(slim.labels_cover(&desired));
+        assert!(!slim.meta.labels_cover(&desired));
+    }
+}
