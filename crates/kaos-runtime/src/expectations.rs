@@ -8,8 +8,13 @@
 //! the object's content version with exactly that content (its generation, or its
 //! resourceVersion for kinds without one): while it stays, the content is still ours, which is
 //! how drift is told for children cached without their spec.
+//!
+//! One entry per child and per status, for as long as the parent lives, so entries are small:
+//! every key, hash and version is kept as a 64-bit digest (only ever compared for equality; two
+//! different strings share a digest with odds of ~1 in 2^64).
 
 use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -20,12 +25,25 @@ const PATIENCE: Duration = Duration::from_secs(30);
 /// Identifies a written object: kind, namespace, name.
 pub type Key = (&'static str, String, String);
 
+/// The digest a key, hash or version is kept as.
+type Digest = u64;
+
+fn digest<T: Hash + ?Sized>(value: &T) -> Digest {
+    let mut hasher = DefaultHasher::new();
+    value.hash(&mut hasher);
+    hasher.finish()
+}
+
+fn digest_of(value: Option<&str>) -> Option<Digest> {
+    value.map(digest)
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Written {
-    hash: String,
-    before: Option<String>,
-    after: Option<String>,
-    content_version: Option<String>,
+    hash: Digest,
+    before: Option<Digest>,
+    after: Option<Digest>,
+    content_version: Option<Digest>,
     /// Whether this process wrote it (a write can be pending in the cache; a read cannot).
     by_us: bool,
     at: Instant,
@@ -33,12 +51,12 @@ struct Written {
 
 impl Written {
     /// `hash` as the server holds it at `after` and `content_version`.
-    fn seen(hash: String, after: Option<String>, content_version: Option<String>) -> Self {
+    fn seen(hash: &str, after: Option<&str>, content_version: Option<&str>) -> Self {
         Written {
-            hash,
+            hash: digest(hash),
             before: None,
-            after,
-            content_version,
+            after: digest_of(after),
+            content_version: digest_of(content_version),
             by_us: false,
             at: Instant::now(),
         }
@@ -54,7 +72,7 @@ pub struct Observed<'a> {
 /// The last write per object, shared by every reconcile of one controller.
 #[derive(Debug, Default)]
 pub struct Expectations {
-    written: Mutex<HashMap<Key, Written>>,
+    written: Mutex<HashMap<Digest, Written>>,
 }
 
 /// What to do about a desired object, given the cache and the writes this process made.
@@ -69,16 +87,20 @@ pub enum Verdict {
 }
 
 impl Expectations {
+    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<Digest, Written>> {
+        self.written.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Whether `hash` was written and what the cache shows of that write.
     pub fn verdict(&self, key: &Key, hash: &str, observed: Option<Observed<'_>>) -> Verdict {
-        let written = self.written.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(w) = written.get(key).filter(|w| w.hash == hash) else {
+        let written = self.entries();
+        let Some(w) = written.get(&digest(key)).filter(|w| w.hash == digest(hash)) else {
             return Verdict::Unknown;
         };
-        let now = observed.and_then(|o| o.resource_version);
-        if now.is_some() && now == w.after.as_deref() {
+        let now = digest_of(observed.and_then(|o| o.resource_version));
+        if now.is_some() && now == w.after {
             Verdict::Written
-        } else if w.by_us && now == w.before.as_deref() && w.at.elapsed() < PATIENCE {
+        } else if w.by_us && now == w.before && w.at.elapsed() < PATIENCE {
             Verdict::Pending
         } else {
             Verdict::Unknown
@@ -96,11 +118,11 @@ impl Expectations {
         content_version: Option<String>,
     ) {
         let write = Written {
-            before: before.map(String::from),
+            before: digest_of(before),
             by_us: true,
-            ..Written::seen(hash, after, content_version)
+            ..Written::seen(&hash, after.as_deref(), content_version.as_deref())
         };
-        self.record(key, write);
+        self.entries().insert(digest(&key), write);
     }
 
     /// Records that the server's object holds exactly `hash` at `resource_version` and
@@ -112,29 +134,29 @@ impl Expectations {
         resource_version: Option<String>,
         content_version: Option<String>,
     ) {
-        self.record(key, Written::seen(hash, resource_version, content_version));
-    }
-
-    fn record(&self, key: Key, entry: Written) {
-        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
-        written.insert(key, entry);
+        let seen = Written::seen(
+            &hash,
+            resource_version.as_deref(),
+            content_version.as_deref(),
+        );
+        self.entries().insert(digest(&key), seen);
     }
 
     /// Whether the object's content is still the one that held `hash`: its content version is
     /// the one it had then.
     pub fn unchanged_since(&self, key: &Key, hash: &str, content_version: Option<&str>) -> bool {
-        let written = self.written.lock().unwrap_or_else(|e| e.into_inner());
-        content_version.is_some()
-            && written
-                .get(key)
-                .is_some_and(|w| w.hash == hash && w.content_version.as_deref() == content_version)
+        let version = digest_of(content_version);
+        version.is_some()
+            && self
+                .entries()
+                .get(&digest(key))
+                .is_some_and(|w| w.hash == digest(hash) && w.content_version == version)
     }
 
     /// Forgets an object (deleted, or its parent is gone): a create of it is not pending any
     /// more, whatever the cache shows.
     pub fn forget(&self, key: &Key) {
-        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
-        written.remove(key);
+        self.entries().remove(&digest(key));
     }
 }
 

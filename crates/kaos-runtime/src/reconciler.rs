@@ -38,7 +38,7 @@ use crate::expectations::{Expectations, Observed, Verdict};
 use crate::meta_view::MetaView;
 use crate::podspec::stable_hash;
 use crate::stores;
-use crate::triggers::spec_or_deletion;
+use crate::triggers::PrimaryChanges;
 use crate::workload::http_route_resource;
 
 /// How long a parent in conflict with an object it does not own waits before looking again
@@ -161,8 +161,10 @@ where
             }
             on_event(event)
         })
-        .touched_objects()
-        .predicate_filter(spec_or_deletion::<K>, Default::default())
+        .try_filter_map({
+            let mut changes = PrimaryChanges::default();
+            move |event| futures::future::ready(Ok(changes.pass(event)))
+        })
         .inspect_ok({
             let runtime = runtime.clone();
             move |object| {

@@ -27,6 +27,59 @@ pub fn spec_or_deletion<K: Resource>(object: &K) -> Option<u64> {
     )))
 }
 
+/// Passes the primaries to reconcile: an object whose [`spec_or_deletion`] changed since it was
+/// last passed, or that is new. Like kube-runtime's `predicate_filter`, which keys its memory by
+/// a copy of each object's name, namespace and uid and keeps it for an hour after the object is
+/// gone; here the key is a digest of those, forgotten with the object.
+#[derive(Default)]
+pub struct PrimaryChanges {
+    seen: HashMap<u64, u64>,
+    /// Keys listed since the current relist began.
+    relisted: Option<HashSet<u64>>,
+}
+
+impl PrimaryChanges {
+    /// The object of `event` if it is to be reconciled.
+    pub fn pass<K: Resource>(&mut self, event: Event<K>) -> Option<K> {
+        match event {
+            Event::Init => {
+                self.relisted = Some(HashSet::new());
+                None
+            }
+            Event::InitApply(object) => {
+                let key = identity(&object);
+                if let Some(relisted) = &mut self.relisted {
+                    relisted.insert(key);
+                }
+                self.changed(key, object)
+            }
+            Event::Apply(object) => self.changed(identity(&object), object),
+            Event::InitDone => {
+                if let Some(relisted) = self.relisted.take() {
+                    self.seen.retain(|key, _| relisted.contains(key));
+                }
+                None
+            }
+            // Its deletion was passed when it got its deletionTimestamp.
+            Event::Delete(object) => {
+                self.seen.remove(&identity(&object));
+                None
+            }
+        }
+    }
+
+    fn changed<K: Resource>(&mut self, key: u64, object: K) -> Option<K> {
+        let value = spec_or_deletion(&object)?;
+        (self.seen.insert(key, value) != Some(value)).then_some(object)
+    }
+}
+
+/// A digest of an object's namespace, name and uid (a recreated object is another one).
+fn identity<K: Resource>(object: &K) -> u64 {
+    let meta = object.meta();
+    hash_of(&(&meta.namespace, &meta.name, &meta.uid))
+}
+
 fn hash_of<T: Hash>(value: &T) -> u64 {
     let mut hasher = DefaultHasher::new();
     value.hash(&mut hasher);
@@ -159,6 +212,44 @@ mod tests {
         assert!(t.observe(&Event::Init).is_empty());
         assert!(t.observe(&Event::InitApply(cm("a", "e", ""))).is_empty());
         assert_eq!(t.observe(&Event::InitDone), [n("b")]);
+    }
+
+    #[test]
+    fn primaries_pass_when_new_or_changed_and_are_forgotten_when_gone() {
+        let mut changes = PrimaryChanges::default();
+        let object = |generation, uid: &str| ConfigMap {
+            metadata: ObjectMeta {
+                name: Some("a".into()),
+                namespace: Some("ns".into()),
+                uid: Some(uid.into()),
+                generation: Some(generation),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        assert!(changes.pass(Event::Apply(object(1, "u1"))).is_some(), "new");
+        assert!(
+            changes.pass(Event::Apply(object(1, "u1"))).is_none(),
+            "same spec"
+        );
+        assert!(
+            changes.pass(Event::Apply(object(2, "u1"))).is_some(),
+            "new spec"
+        );
+        assert!(
+            changes.pass(Event::Apply(object(2, "u2"))).is_some(),
+            "recreated"
+        );
+        assert!(changes.pass(Event::Delete(object(2, "u2"))).is_none());
+        assert!(
+            changes.pass(Event::Apply(object(2, "u2"))).is_some(),
+            "forgotten"
+        );
+        // A relist passes nothing unchanged and forgets what it no longer lists.
+        assert!(changes.pass(Event::<ConfigMap>::Init).is_none());
+        assert!(changes.pass(Event::InitApply(object(2, "u2"))).is_none());
+        assert!(changes.pass(Event::<ConfigMap>::InitDone).is_none());
+        assert_eq!(changes.seen.len(), 1, "u1 was not relisted");
     }
 
     #[test]

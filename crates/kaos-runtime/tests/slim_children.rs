@@ -271,7 +271,11 @@ async fn a_label_changed_by_hand_is_restored_and_one_added_by_another_survives()
         .expect("label");
     s.caught_up().await;
     assert!(s.converge(&children, "app:1").await.is_empty());
-    assert_eq!(s.requests(), ["get services"], "a label of another is no drift");
+    assert_eq!(
+        s.requests(),
+        ["get services"],
+        "a label of another is no drift"
+    );
 
     // Our labels stay ours: the cache shows the change, so no read is needed.
     let changed = json!({"metadata": {"labels": {"tier": "other"}}});
@@ -285,7 +289,13 @@ async fn a_label_changed_by_hand_is_restored_and_one_added_by_another_survives()
         ["applied Service child"]
     );
     assert_eq!(s.requests(), ["patch services"]);
-    let labels = s.services.get("child").await.expect("service").metadata.labels;
+    let labels = s
+        .services
+        .get("child")
+        .await
+        .expect("service")
+        .metadata
+        .labels;
     assert_eq!(
         labels,
         Some(
