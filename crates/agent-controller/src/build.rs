@@ -69,9 +69,20 @@ pub fn endpoint(agent: &Agent) -> Option<String> {
 /// together (a mesh, a star) are built once with every peer instead of once per peer that
 /// gets its status.
 pub fn advertised_endpoint(peer: &Agent) -> Option<String> {
-    match &peer.status {
-        Some(status) => status.endpoint.clone().filter(|e| !e.is_empty()),
-        None => endpoint(peer),
+    advertise(peer.status.as_ref().map(|s| s.endpoint.clone()), || {
+        endpoint(peer)
+    })
+}
+
+/// [`advertised_endpoint`] from the endpoint a status publishes (None: no status yet) and the
+/// one the spec gives.
+pub fn advertise(
+    status_endpoint: Option<Option<String>>,
+    spec_endpoint: impl FnOnce() -> Option<String>,
+) -> Option<String> {
+    match status_endpoint {
+        Some(published) => published.filter(|e| !e.is_empty()),
+        None => spec_endpoint(),
     }
 }
 

@@ -7,7 +7,6 @@
 use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt, stream};
-use kaos_api::agent::Agent;
 use kaos_api::mcpserver::MCPServer;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::Runtime;
@@ -21,6 +20,7 @@ use kube::runtime::watcher::Event;
 use tokio::sync::mpsc;
 
 use crate::build::CHILD_SELECTOR;
+use crate::cached::CachedAgent;
 use crate::reconcile::{Context, FINALIZER, error_policy, phase_of, reconcile};
 use crate::relations::{self, MCP_SERVER, MODEL_API, PEER};
 use crate::settings::Settings;
@@ -41,7 +41,7 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
         let index = Index::default();
         let (peer_tx, peer_rx) = mpsc::unbounded_channel();
         let on_agent_event = agent_event_handler(index.clone(), peer_tx);
-        let mut wiring = wire::<Agent>(&runtime, ns, CHILD_SELECTOR, kinds, on_agent_event);
+        let mut wiring = wire::<CachedAgent>(&runtime, ns, CHILD_SELECTOR, kinds, on_agent_event);
         let (model_apis, model_api_events) = stores::cache::<ModelAPI>(&runtime.client, ns, "");
         let (mcp_servers, mcp_server_events) = stores::cache::<MCPServer>(&runtime.client, ns, "");
         let (apis, servers) = (model_apis.clone(), mcp_servers.clone());
@@ -85,8 +85,8 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
 /// Keeps the index of an Agent's edges and sends the listers of an agent whose endpoint changed.
 fn agent_event_handler(
     index: Index,
-    listers: mpsc::UnboundedSender<ObjectRef<Agent>>,
-) -> impl FnMut(&Event<Agent>) + Send + 'static {
+    listers: mpsc::UnboundedSender<ObjectRef<CachedAgent>>,
+) -> impl FnMut(&Event<CachedAgent>) + Send + 'static {
     let mut peers = ChangeTracker::new(relations::peer_view);
     move |event| {
         let mut index = index.lock().unwrap_or_else(|e| e.into_inner());
@@ -111,7 +111,7 @@ fn dependents_of<D, P>(
     view: fn(&D) -> P,
     relation: Relation,
     index: Index,
-) -> impl Stream<Item = ObjectRef<Agent>> + Send + 'static
+) -> impl Stream<Item = ObjectRef<CachedAgent>> + Send + 'static
 where
     D: Resource + Send + 'static,
     P: std::hash::Hash + 'static,
@@ -123,7 +123,7 @@ where
             Err(_) => Vec::new(),
         };
         let index = index.lock().unwrap_or_else(|e| e.into_inner());
-        let dependents: Vec<ObjectRef<Agent>> = changed
+        let dependents: Vec<ObjectRef<CachedAgent>> = changed
             .iter()
             .flat_map(|(namespace, name)| {
                 index

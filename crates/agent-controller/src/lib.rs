@@ -3,6 +3,7 @@
 //! `kaosctl render`.
 
 pub mod build;
+pub mod cached;
 pub mod controller;
 pub mod reconcile;
 pub mod relations;

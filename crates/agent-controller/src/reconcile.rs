@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use kaos_api::agent::{Agent, AgentPhase};
+use kaos_api::agent::AgentPhase;
 use kaos_api::mcpserver::MCPServer;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::error::ReconcileError;
@@ -13,6 +13,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
 
 use crate::build::{self, build};
+use crate::cached::CachedAgent;
 use crate::resolve::resolve;
 use crate::settings::Settings;
 use crate::status::{Outcome, status};
@@ -24,18 +25,22 @@ pub struct Context {
     pub settings: Settings,
     pub model_apis: Store<ModelAPI>,
     pub mcp_servers: Store<MCPServer>,
-    pub agents: Store<Agent>,
+    pub agents: Store<CachedAgent>,
 }
 
-pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+pub async fn reconcile(
+    agent: Arc<CachedAgent>,
+    ctx: Arc<Context>,
+) -> Result<Action, ReconcileError> {
     ctx.core.reconcile(agent, |agent| apply(agent, &ctx)).await
 }
 
-pub fn error_policy(agent: Arc<Agent>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
+pub fn error_policy(agent: Arc<CachedAgent>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
     ctx.core.retry_after_error(agent.as_ref(), error)
 }
 
-async fn apply(agent: Arc<Agent>, ctx: &Context) -> Result<Action, ReconcileError> {
+async fn apply(object: Arc<CachedAgent>, ctx: &Context) -> Result<Action, ReconcileError> {
+    let agent = object.to_agent();
     let name = agent.name_any();
     let namespace = agent.namespace().unwrap_or_default();
     let model_api = cached(&ctx.model_apis, &namespace, &agent.spec.model_api);
@@ -55,13 +60,13 @@ async fn apply(agent: Arc<Agent>, ctx: &Context) -> Result<Action, ReconcileErro
         &agent,
         model_api.as_deref(),
         |s| find(&servers, s),
-        |p| find(&peers, p),
+        |p| find(&peers, p).and_then(CachedAgent::advertised_endpoint),
     );
     let built = resolved.map(|r| build(&agent, &r, &ctx.settings));
     let converged = match &built {
         Ok(Ok(desired)) => {
             ctx.core
-                .converge(agent.as_ref(), desired.children.clone().into_set())
+                .converge(object.as_ref(), desired.children.clone().into_set())
                 .await?
         }
         _ => Default::default(),
@@ -86,7 +91,7 @@ async fn apply(agent: Arc<Agent>, ctx: &Context) -> Result<Action, ReconcileErro
         .flatten();
     ctx.core
         .finish(
-            agent.as_ref(),
+            object.as_ref(),
             agent.status.as_ref(),
             &desired_status,
             problem,
@@ -110,10 +115,6 @@ fn ready_reason(status: &kaos_api::agent::AgentStatus) -> Option<(String, String
         .map(|c| (c.reason.clone(), c.message.clone()))
 }
 
-pub fn phase_of(agent: &Agent) -> Option<&'static str> {
-    agent
-        .status
-        .as_ref()
-        .and_then(|s| s.phase)
-        .map(|p| p.as_str())
+pub fn phase_of(agent: &CachedAgent) -> Option<&'static str> {
+    agent.phase.map(|p| p.as_str())
 }

@@ -1,11 +1,12 @@
 //! What an Agent depends on, and what of each dependency it reads. The index is kept from the
 //! Agent watch events; the projections decide which dependency changes reach the dependents.
 
-use kaos_api::agent::Agent;
 use kaos_api::mcpserver::MCPServer;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::index::Relation;
 use kube::ResourceExt;
+
+use crate::cached::CachedAgent;
 
 pub const MODEL_API: Relation = "modelapi";
 pub const MCP_SERVER: Relation = "mcpserver";
@@ -13,7 +14,7 @@ pub const PEER: Relation = "peer";
 
 /// The edges of an Agent: its ModelAPI, its MCPServers, its peers. A self-listing agent has no
 /// edge to itself: it reads its own endpoint from its spec, so its status writes need not wake it.
-pub fn edges(agent: &Agent) -> Vec<(Relation, String)> {
+pub fn edges(agent: &CachedAgent) -> Vec<(Relation, String)> {
     let spec = &agent.spec;
     let own = agent.name_any();
     let mut edges = vec![(MODEL_API, spec.model_api.clone())];
@@ -41,6 +42,6 @@ pub fn mcp_server_view(s: &MCPServer) -> (bool, Option<String>) {
 
 /// What an Agent reads of a peer: the endpoint it advertises (so a peer's first status, which
 /// publishes the endpoint it was already taken at, wakes no lister).
-pub fn peer_view(a: &Agent) -> Option<String> {
-    crate::build::advertised_endpoint(a)
+pub fn peer_view(a: &CachedAgent) -> Option<String> {
+    a.advertised_endpoint()
 }

@@ -47,7 +47,7 @@ pub fn resolve<'a>(
     agent: &Agent,
     model_api: Option<&'a ModelAPI>,
     mcp_server: impl Fn(&str) -> Option<&'a MCPServer>,
-    peer: impl Fn(&str) -> Option<&'a Agent>,
+    peer_endpoint: impl Fn(&str) -> Option<String>,
 ) -> Result<Resolved, Blocked> {
     let spec = &agent.spec;
     let namespace = agent.metadata.namespace.as_deref().unwrap_or("default");
@@ -107,7 +107,7 @@ pub fn resolve<'a>(
             let endpoint = if *name == agent.name_any() {
                 crate::build::endpoint(agent)?
             } else {
-                crate::build::advertised_endpoint(peer(name)?)?
+                peer_endpoint(name)?
             };
             Some((name.clone(), endpoint))
         })

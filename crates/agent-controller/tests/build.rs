@@ -1,6 +1,6 @@
 //! The pure Agent resolver and builder against every line of the contract (`kaos-contract.md` §2).
 
-use agent_controller::build::{Desired, build};
+use agent_controller::build::{Desired, advertised_endpoint, build};
 use agent_controller::resolve::{Blocked, Resolved, resolve};
 use agent_controller::settings::{Args, Settings};
 use clap::Parser;
@@ -346,7 +346,12 @@ fn resolution_follows_the_contracts_order() {
             .iter()
             .find(|s| s.metadata.name.as_deref() == Some(n))
     };
-    let find_peer = |n: &str| peers.iter().find(|p| p.metadata.name.as_deref() == Some(n));
+    let find_peer = |n: &str| {
+        let peer = peers
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(n))?;
+        agent_controller::build::advertised_endpoint(peer)
+    };
 
     let missing = resolve(&a, None, find_server, find_peer).expect_err("no ModelAPI");
     assert_eq!(
@@ -505,8 +510,8 @@ fn a_peer_is_listed_at_its_own_endpoint_until_its_status_says_otherwise() {
     // Reconciled but could not be built: its status has no endpoint, so it is skipped.
     let broken = peer("broken", None);
     let find = |n: &str| match n {
-        "fresh" => Some(&fresh),
-        "broken" => Some(&broken),
+        "fresh" => advertised_endpoint(&fresh),
+        "broken" => advertised_endpoint(&broken),
         _ => None,
     };
     let resolved = resolve(&me, Some(&ready), |_| None, find).expect("resolved");

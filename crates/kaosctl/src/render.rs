@@ -181,7 +181,10 @@ pub fn render(documents: &[Value]) -> anyhow::Result<Rendered> {
             a,
             model_api,
             |n| servers.iter().find(|s| named(*s, &ns, n)),
-            |n| agents.iter().find(|p| named(*p, &ns, n)),
+            |n| {
+                let peer = agents.iter().find(|p| named(*p, &ns, n))?;
+                agent_controller::build::advertised_endpoint(peer)
+            },
         );
         match resolved.map(|r| agent_controller::build::build(a, &r, &settings.agent)) {
             Ok(Ok(desired)) => push_children(&mut rendered.objects, desired.children),
