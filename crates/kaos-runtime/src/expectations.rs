@@ -153,6 +153,17 @@ impl Expectations {
                 .is_some_and(|w| w.hash == digest(hash) && w.content_version == version)
     }
 
+    /// Whether `resource_version` is the one this process's last write of the object returned:
+    /// the object is exactly what that write made of it.
+    pub fn is_own_write(&self, key: &Key, resource_version: Option<&str>) -> bool {
+        let version = digest_of(resource_version);
+        version.is_some()
+            && self
+                .entries()
+                .get(&digest(key))
+                .is_some_and(|w| w.by_us && w.after == version)
+    }
+
     /// Forgets an object (deleted, or its parent is gone): a create of it is not pending any
     /// more, whatever the cache shows.
     pub fn forget(&self, key: &Key) {
@@ -186,6 +197,12 @@ mod tests {
         );
         assert_eq!(e.verdict(&key(), "h1", at("5")), Verdict::Pending);
         assert_eq!(e.verdict(&key(), "h1", at("9")), Verdict::Written);
+        assert!(
+            e.is_own_write(&key(), Some("9")),
+            "the watch's echo of the write"
+        );
+        assert!(!e.is_own_write(&key(), Some("10")), "changed since");
+        assert!(!e.is_own_write(&key(), None));
         assert_eq!(
             e.verdict(&key(), "h1", at("12")),
             Verdict::Unknown,
@@ -224,6 +241,7 @@ mod tests {
         assert!(!e.unchanged_since(&key(), "h1", None), "no version");
         e.confirmed(key(), "h1".into(), Some("7".into()), Some("2".into()));
         assert!(e.unchanged_since(&key(), "h1", Some("2")));
+        assert!(!e.is_own_write(&key(), Some("7")), "read, not written");
         assert_eq!(e.verdict(&key(), "h1", at("7")), Verdict::Written);
         assert_eq!(
             e.verdict(&key(), "h1", None),

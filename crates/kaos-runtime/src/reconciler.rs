@@ -23,7 +23,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{self, Action};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{Controller, WatchStreamExt, watcher};
+use kube::runtime::{Controller, watcher};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -177,27 +177,17 @@ where
     let expectations = Arc::<Expectations>::default();
     let (deployments, deployment_events) =
         stores::cache::<DeploymentView>(client, namespace, selector);
-    let deployment_events =
-        deployment_events.inspect_ok(forget_deleted(&expectations, ChildKind::Deployment));
+    let deployment_events = child_changes(deployment_events, &expectations, ChildKind::Deployment);
     let (services, service_events) =
         stores::cache::<MetaView<Service>>(client, namespace, selector);
-    let service_events =
-        service_events.inspect_ok(forget_deleted(&expectations, ChildKind::Service));
+    let service_events = child_changes(service_events, &expectations, ChildKind::Service);
     let config = controller::Config::default()
         .concurrency(runtime.args.max_concurrent_reconciles)
         .debounce(runtime.args.reconcile_debounce);
     let mut controller = Controller::for_stream(primary, store.clone())
         .with_config(config)
-        .owns_stream(
-            deployment_events
-                .touched_objects()
-                .inspect_ok(enqueue_owners::<K, _>(runtime)),
-        )
-        .owns_stream(
-            service_events
-                .touched_objects()
-                .inspect_ok(enqueue_owners::<K, _>(runtime)),
-        );
+        .owns_stream(deployment_events.inspect_ok(enqueue_owners::<K, _>(runtime)))
+        .owns_stream(service_events.inspect_ok(enqueue_owners::<K, _>(runtime)));
     let primary_synced = async move {
         let _ = primary_ready.wait_for(|synced| *synced).await;
     }
@@ -206,24 +196,16 @@ where
     let mut config_maps = None;
     if kinds.config_maps {
         let (store, events) = stores::cache::<ConfigMap>(client, namespace, selector);
-        let events = events.inspect_ok(forget_deleted(&expectations, ChildKind::ConfigMap));
-        controller = controller.owns_stream(
-            events
-                .touched_objects()
-                .inspect_ok(enqueue_owners::<K, _>(runtime)),
-        );
+        let events = child_changes(events, &expectations, ChildKind::ConfigMap);
+        controller = controller.owns_stream(events.inspect_ok(enqueue_owners::<K, _>(runtime)));
         synced.push(ready(&store));
         config_maps = Some(store);
     }
     let mut secrets = None;
     if kinds.secrets {
         let (store, events) = stores::cache::<MetaView<Secret>>(client, namespace, selector);
-        let events = events.inspect_ok(forget_deleted(&expectations, ChildKind::Secret));
-        controller = controller.owns_stream(
-            events
-                .touched_objects()
-                .inspect_ok(enqueue_owners::<K, _>(runtime)),
-        );
+        let events = child_changes(events, &expectations, ChildKind::Secret);
+        controller = controller.owns_stream(events.inspect_ok(enqueue_owners::<K, _>(runtime)));
         synced.push(ready(&store));
         secrets = Some(store);
     }
@@ -231,13 +213,9 @@ where
     if kinds.routes {
         let resource = http_route_resource();
         let (store, events) = stores::dynamic_cache(client, namespace, &resource, selector);
-        let events = events.inspect_ok(forget_deleted(&expectations, ChildKind::HttpRoute));
-        controller = controller.owns_stream_with(
-            events
-                .touched_objects()
-                .inspect_ok(enqueue_owners::<K, _>(runtime)),
-            resource,
-        );
+        let events = child_changes(events, &expectations, ChildKind::HttpRoute);
+        controller = controller
+            .owns_stream_with(events.inspect_ok(enqueue_owners::<K, _>(runtime)), resource);
         synced.push(ready(&store));
         routes = Some(store);
     }
@@ -258,21 +236,37 @@ where
 }
 
 /// Forgets our write of a child when the watch reports it deleted, so it is created again.
-fn forget_deleted<C: Resource>(
+/// The children whose change their owner must look at: every change but the echo of this
+/// process's own write (the object exactly as that write left it shows nothing new). A deleted
+/// child is forgotten by the expectations: creating it again is not pending.
+fn child_changes<C: Resource + Send + 'static>(
+    events: stores::Events<C>,
     expectations: &Arc<Expectations>,
     kind: ChildKind,
-) -> impl Fn(&watcher::Event<C>) + Send + 'static {
+) -> impl Stream<Item = Result<C, watcher::Error>> + Send + 'static {
     let expectations = expectations.clone();
-    move |event| {
-        if let watcher::Event::Delete(child) = event {
+    events.try_filter_map(move |event| {
+        let key = |child: &C| {
             let meta = child.meta();
-            expectations.forget(&(
+            (
                 kind.as_str(),
                 meta.namespace.clone().unwrap_or_default(),
                 meta.name.clone().unwrap_or_default(),
-            ));
-        }
-    }
+            )
+        };
+        let changed = match event {
+            watcher::Event::Apply(child) | watcher::Event::InitApply(child) => {
+                let version = child.meta().resource_version.as_deref();
+                (!expectations.is_own_write(&key(&child), version)).then_some(child)
+            }
+            watcher::Event::Delete(child) => {
+                expectations.forget(&key(&child));
+                Some(child)
+            }
+            watcher::Event::Init | watcher::Event::InitDone => None,
+        };
+        futures::future::ready(Ok(changed))
+    })
 }
 
 impl<K: Primary> Wiring<K> {
@@ -644,4 +638,51 @@ fn status_hash<S: Serialize>(status: &S) -> String {
         }
     }
     stable_hash(&value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::stream;
+
+    fn config_map(rv: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                name: Some("child".into()),
+                namespace: Some("ns".into()),
+                resource_version: Some(rv.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn the_echo_of_our_own_write_wakes_no_owner() {
+        let expectations = Arc::<Expectations>::default();
+        let key = ("ConfigMap", "ns".to_string(), "child".to_string());
+        expectations.wrote(key.clone(), "h".into(), None, Some("5".into()), None);
+        let events = stream::iter([
+            watcher::Event::Apply(config_map("5")),
+            watcher::Event::Apply(config_map("6")),
+            watcher::Event::Delete(config_map("6")),
+        ])
+        .map(Ok)
+        .boxed();
+        let changed: Vec<String> = child_changes(events, &expectations, ChildKind::ConfigMap)
+            .map_ok(|c| c.resource_version().unwrap_or_default())
+            .try_collect()
+            .await
+            .expect("no errors");
+        assert_eq!(
+            changed,
+            ["6", "6"],
+            "another's change and the deletion wake it"
+        );
+        assert_eq!(
+            expectations.verdict(&key, "h", None),
+            Verdict::Unknown,
+            "a deleted child is forgotten"
+        );
+    }
 }
