@@ -4,12 +4,9 @@
 //! keeps the status as its compact JSON (one allocation) beside its phase (for the metrics), the
 //! metadata slim and the spec as is; a reconcile works on [`CachedAgent::to_agent`].
 
-use std::borrow::Cow;
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kaos_api::agent::{Agent, AgentPhase, AgentSpec, AgentStatus};
 use kaos_runtime::packed::SlimMeta;
-use kube::Resource;
 use serde::{Deserialize, Serialize, Serializer};
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -80,34 +77,13 @@ impl Serialize for CachedAgent {
     }
 }
 
-/// Served where Agents are.
-impl Resource for CachedAgent {
-    type DynamicType = ();
-    type Scope = k8s_openapi::NamespaceResourceScope;
-
-    fn kind(dt: &()) -> Cow<'_, str> {
-        Agent::kind(dt)
-    }
-    fn group(dt: &()) -> Cow<'_, str> {
-        Agent::group(dt)
-    }
-    fn version(dt: &()) -> Cow<'_, str> {
-        Agent::version(dt)
-    }
-    fn plural(dt: &()) -> Cow<'_, str> {
-        Agent::plural(dt)
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata.meta
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata.meta
-    }
-}
+// Served where Agents are.
+kaos_runtime::served_as!([] CachedAgent, Agent);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::Resource;
     use serde_json::json;
 
     fn watched() -> serde_json::Value {

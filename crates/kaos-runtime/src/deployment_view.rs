@@ -6,15 +6,10 @@
 //! the watch, so the template is never even allocated; the labels and annotations are packed
 //! ([`SlimMeta`]).
 
-use std::borrow::Cow;
-
-use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Resource;
 use serde::{Deserialize, Serialize};
 
-use crate::packed::{Labelled, SlimMeta};
+use crate::packed::SlimMeta;
 
 /// A Deployment without its selector and pod template.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
@@ -51,46 +46,13 @@ impl DeploymentView {
     }
 }
 
-/// Served where Deployments are: a list or watch of `DeploymentView`s is one of Deployments.
-impl Resource for DeploymentView {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(dt: &()) -> Cow<'_, str> {
-        Deployment::kind(dt)
-    }
-    fn group(dt: &()) -> Cow<'_, str> {
-        Deployment::group(dt)
-    }
-    fn version(dt: &()) -> Cow<'_, str> {
-        Deployment::version(dt)
-    }
-    fn plural(dt: &()) -> Cow<'_, str> {
-        Deployment::plural(dt)
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata.meta
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata.meta
-    }
-}
-
-impl Labelled for DeploymentView {
-    fn label(&self, key: &str) -> Option<&str> {
-        self.metadata.label(key)
-    }
-    fn annotation(&self, key: &str) -> Option<&str> {
-        self.metadata.annotation(key)
-    }
-    fn labels_cover(&self, desired: &ObjectMeta) -> bool {
-        self.metadata.labels_cover(desired)
-    }
-}
+// Served where Deployments are: a list or watch of `DeploymentView`s is one of Deployments.
+crate::served_as!([] DeploymentView, Deployment);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::Resource;
     use serde_json::json;
 
     #[test]

@@ -33,6 +33,7 @@ pub mod settings;
 pub mod stores;
 pub mod triggers;
 pub mod uninstall;
+pub mod view;
 pub mod workload;
 pub mod workqueue;
 

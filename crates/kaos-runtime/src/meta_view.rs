@@ -3,14 +3,13 @@
 //! kube's `PartialObjectMeta`, without a copy of the type fields and with packed labels and
 //! annotations.
 
-use std::borrow::Cow;
 use std::marker::PhantomData;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use serde::{Deserialize, Serialize};
 
-use crate::packed::{Labelled, SlimMeta};
+use crate::packed::SlimMeta;
 
 /// The metadata of a `K`, served where `K`s are.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
@@ -30,45 +29,12 @@ impl<K> From<ObjectMeta> for MetaView<K> {
     }
 }
 
-impl<K: Resource<DynamicType = ()>> Resource for MetaView<K> {
-    type DynamicType = ();
-    type Scope = K::Scope;
-
-    fn kind(dt: &()) -> Cow<'_, str> {
-        K::kind(dt)
-    }
-    fn group(dt: &()) -> Cow<'_, str> {
-        K::group(dt)
-    }
-    fn version(dt: &()) -> Cow<'_, str> {
-        K::version(dt)
-    }
-    fn plural(dt: &()) -> Cow<'_, str> {
-        K::plural(dt)
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata.meta
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata.meta
-    }
-}
-
-impl<K> Labelled for MetaView<K> {
-    fn label(&self, key: &str) -> Option<&str> {
-        self.metadata.label(key)
-    }
-    fn annotation(&self, key: &str) -> Option<&str> {
-        self.metadata.annotation(key)
-    }
-    fn labels_cover(&self, desired: &ObjectMeta) -> bool {
-        self.metadata.labels_cover(desired)
-    }
-}
+crate::served_as!([K: Resource<DynamicType = ()>] MetaView<K>, K);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::packed::Labelled;
     use k8s_openapi::api::core::v1::Service;
     use serde_json::json;
 

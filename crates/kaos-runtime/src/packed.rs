@@ -172,27 +172,9 @@ impl Labelled for ObjectMeta {
     }
 }
 
-/// Objects cached whole answer from their own metadata.
-macro_rules! labelled_by_metadata {
-    ($($kind:ty),*) => {$(
-        impl Labelled for $kind {
-            fn label(&self, key: &str) -> Option<&str> {
-                self.metadata.label(key)
-            }
-            fn annotation(&self, key: &str) -> Option<&str> {
-                self.metadata.annotation(key)
-            }
-            fn labels_cover(&self, desired: &ObjectMeta) -> bool {
-                self.metadata.labels_cover(desired)
-            }
-        }
-    )*};
-}
-
-labelled_by_metadata!(
-    k8s_openapi::api::core::v1::ConfigMap,
-    kube::core::DynamicObject
-);
+// Objects cached whole answer from their own metadata.
+crate::labelled_by_metadata!([] k8s_openapi::api::core::v1::ConfigMap);
+crate::labelled_by_metadata!([] kube::core::DynamicObject);
 
 #[cfg(test)]
 mod tests {
