@@ -4,7 +4,6 @@
 //! keeps the status as its compact JSON (one allocation) beside its phase (for the metrics), the
 //! metadata slim and the spec as is; a reconcile works on [`CachedAgent::to_agent`].
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kaos_api::agent::{Agent, AgentPhase, AgentSpec, AgentStatus};
 use kaos_runtime::packed::SlimMeta;
 use serde::{Deserialize, Serialize, Serializer};
@@ -58,16 +57,10 @@ impl CachedAgent {
     /// The Agent as the API server holds it (less managedFields and the last-applied annotation).
     pub fn to_agent(&self) -> Agent {
         Agent {
-            metadata: self.meta_with_labels(),
+            metadata: self.metadata.to_meta(),
             spec: self.spec.clone(),
             status: self.status(),
         }
-    }
-
-    fn meta_with_labels(&self) -> ObjectMeta {
-        serde_json::to_value(&self.metadata)
-            .and_then(serde_json::from_value)
-            .unwrap_or_else(|_| self.metadata.meta.clone())
     }
 }
 

@@ -38,12 +38,13 @@ impl PackedMap {
         self.ends.is_empty()
     }
 
-    /// Whether every entry of `wanted` is here with the same value.
-    pub fn covers(&self, wanted: Option<&BTreeMap<String, String>>) -> bool {
-        wanted
-            .into_iter()
-            .flatten()
-            .all(|(k, v)| self.get(k) == Some(v.as_str()))
+    /// The entries as a map (None when there are none, as `ObjectMeta` keeps them).
+    pub fn unpack(&self) -> Option<BTreeMap<String, String>> {
+        (!self.is_empty()).then(|| {
+            self.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        })
     }
 }
 
@@ -114,22 +115,20 @@ impl<'de> Deserialize<'de> for SlimMeta {
     }
 }
 
-/// As the metadata it was read from (less what was dropped).
-impl Serialize for SlimMeta {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let unpack = |map: &PackedMap| {
-            (!map.is_empty()).then(|| {
-                map.iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect()
-            })
-        };
+impl SlimMeta {
+    /// The metadata it was read from (less what was dropped).
+    pub fn to_meta(&self) -> ObjectMeta {
         ObjectMeta {
-            labels: unpack(&self.labels),
-            annotations: unpack(&self.annotations),
+            labels: self.labels.unpack(),
+            annotations: self.annotations.unpack(),
             ..self.meta.clone()
         }
-        .serialize(serializer)
+    }
+}
+
+impl Serialize for SlimMeta {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.to_meta().serialize(serializer)
     }
 }
 
@@ -138,7 +137,12 @@ pub trait Labelled {
     fn label(&self, key: &str) -> Option<&str>;
     fn annotation(&self, key: &str) -> Option<&str>;
     /// Whether the labels and annotations hold every one of `desired`'s.
-    fn labels_cover(&self, desired: &ObjectMeta) -> bool;
+    fn labels_cover(&self, desired: &ObjectMeta) -> bool {
+        let mut labels = desired.labels.iter().flatten();
+        let mut annotations = desired.annotations.iter().flatten();
+        labels.all(|(k, v)| self.label(k) == Some(v.as_str()))
+            && annotations.all(|(k, v)| self.annotation(k) == Some(v.as_str()))
+    }
 }
 
 impl Labelled for SlimMeta {
@@ -148,10 +152,6 @@ impl Labelled for SlimMeta {
     fn annotation(&self, key: &str) -> Option<&str> {
         self.annotations.get(key)
     }
-    fn labels_cover(&self, desired: &ObjectMeta) -> bool {
-        self.labels.covers(desired.labels.as_ref())
-            && self.annotations.covers(desired.annotations.as_ref())
-    }
 }
 
 impl Labelled for ObjectMeta {
@@ -160,15 +160,6 @@ impl Labelled for ObjectMeta {
     }
     fn annotation(&self, key: &str) -> Option<&str> {
         self.annotations.as_ref()?.get(key).map(String::as_str)
-    }
-    fn labels_cover(&self, desired: &ObjectMeta) -> bool {
-        let covers = |have: Option<&BTreeMap<String, String>>, want: Option<&BTreeMap<_, _>>| {
-            want.into_iter()
-                .flatten()
-                .all(|(k, v)| have.and_then(|h| h.get(k)) == Some(v))
-        };
-        covers(self.labels.as_ref(), desired.labels.as_ref())
-            && covers(self.annotations.as_ref(), desired.annotations.as_ref())
     }
 }
 
@@ -195,10 +186,8 @@ mod tests {
             serde_json::to_value(&packed).expect("json"),
             serde_json::to_value(&map).expect("json")
         );
-        assert!(packed.covers(Some(&map)));
-        assert!(packed.covers(None));
-        let other = BTreeMap::from([("app".to_string(), "other".to_string())]);
-        assert!(!packed.covers(Some(&other)));
+        assert_eq!(packed.unpack(), Some(map));
+        assert_eq!(PackedMap::default().unpack(), None);
     }
 
     #[test]

@@ -50,12 +50,6 @@ macro_rules! labelled_by_metadata {
             fn annotation(&self, key: &str) -> Option<&str> {
                 $crate::packed::Labelled::annotation(&self.metadata, key)
             }
-            fn labels_cover(
-                &self,
-                desired: &::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-            ) -> bool {
-                $crate::packed::Labelled::labels_cover(&self.metadata, desired)
-            }
         }
     };
 }
