@@ -22,12 +22,15 @@ use tokio::sync::mpsc;
 use crate::build::CHILD_SELECTOR;
 use crate::cached::CachedAgent;
 use crate::reconcile::{Context, FINALIZER, error_policy, phase_of, reconcile};
-use crate::relations::{self, MCP_SERVER, MODEL_API, PEER};
+use crate::relations::{self, MCP_SERVER, MCP_SERVER_AWAITED, MODEL_API, MODEL_API_AWAITED, PEER};
 use crate::settings::Settings;
 
 pub const PHASES: &[&str] = &["Pending", "Ready", "Failed", "Waiting"];
 
 type Index = Arc<Mutex<RelationIndex>>;
+
+/// A relation and what its dependents read of a `D`.
+type View<D, P> = (Relation, fn(&D) -> P);
 
 pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
     let kinds = ChildKinds {
@@ -61,14 +64,18 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
         let wiring = wiring
             .reconcile_on(dependents_of(
                 model_api_events,
-                relations::model_api_view,
-                MODEL_API,
+                [
+                    (MODEL_API, relations::model_api_view),
+                    (MODEL_API_AWAITED, relations::awaited_model_api_view),
+                ],
                 index.clone(),
             ))
             .reconcile_on(dependents_of(
                 mcp_server_events,
-                relations::mcp_server_view,
-                MCP_SERVER,
+                [
+                    (MCP_SERVER, relations::mcp_server_view),
+                    (MCP_SERVER_AWAITED, relations::awaited_mcp_server_view),
+                ],
                 index,
             ))
             .reconcile_on(stream::unfold(peer_rx, |mut rx| async move {
@@ -105,33 +112,34 @@ fn agent_event_handler(
     }
 }
 
-/// The Agents to reconcile when what they read of a `D` changed.
-fn dependents_of<D, P>(
+/// The Agents to reconcile when what they read of a `D` changed: for each relation, the
+/// dependents by that relation of the objects whose view for it changed.
+fn dependents_of<D, P, const N: usize>(
     events: Events<D>,
-    view: fn(&D) -> P,
-    relation: Relation,
+    views: [View<D, P>; N],
     index: Index,
 ) -> impl Stream<Item = ObjectRef<CachedAgent>> + Send + 'static
 where
     D: Resource + Send + 'static,
     P: std::hash::Hash + 'static,
 {
-    let mut changes = ChangeTracker::new(view);
+    let mut trackers = views.map(|(relation, view)| (relation, ChangeTracker::new(view)));
     events.flat_map(move |event| {
-        let changed = match &event {
-            Ok(event) => changes.observe(event),
-            Err(_) => Vec::new(),
+        let Ok(event) = event else {
+            return stream::iter(Vec::new());
         };
         let index = index.lock().unwrap_or_else(|e| e.into_inner());
-        let dependents: Vec<ObjectRef<CachedAgent>> = changed
-            .iter()
-            .flat_map(|(namespace, name)| {
-                index
-                    .dependents(relation, namespace, name)
-                    .into_iter()
-                    .map(move |agent| ObjectRef::new(&agent).within(namespace))
-            })
-            .collect();
+        let mut dependents: Vec<ObjectRef<CachedAgent>> = Vec::new();
+        for (relation, changes) in &mut trackers {
+            for (namespace, name) in changes.observe(&event) {
+                dependents.extend(
+                    index
+                        .dependents(relation, &namespace, &name)
+                        .into_iter()
+                        .map(|agent| ObjectRef::new(&agent).within(&namespace)),
+                );
+            }
+        }
         stream::iter(dependents)
     })
 }

@@ -47,6 +47,16 @@ async fn waits_for_an_unready_model_api_and_becomes_ready_after_it() {
         "nothing deployed while waiting"
     );
 
+    // What a waiting agent reads of an unready ModelAPI is its readiness: a new endpoint
+    // published on the way to Ready wakes no waiting agent.
+    set_status::<ModelAPI>(&h, "llm", false, "http://modelapi-llm.default.svc:8000").await;
+    let (woken, writes) = idle(&h, Duration::from_secs(2)).await;
+    assert_eq!(
+        (woken, writes),
+        (0.0, Vec::<String>::new()),
+        "an unready ModelAPI's new endpoint wakes no waiting agent"
+    );
+
     set_status::<ModelAPI>(
         &h,
         "llm",
