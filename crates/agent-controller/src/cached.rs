@@ -1,72 +1,148 @@
-//! What the Agent cache keeps of an Agent. An Agent's status (conditions, the Deployment's
-//! status mirrored with its conditions, linked resources) is three quarters of its memory as
-//! typed values, yet a reconcile reads it once and the triggers only its endpoint. So the cache
-//! keeps the status as its compact JSON (one allocation) beside its phase (for the metrics), the
-//! metadata slim and the spec as is; a reconcile works on [`CachedAgent::to_agent`].
+//! What the Agent cache keeps of an Agent. As typed values an Agent's status (conditions, the
+//! Deployment's status mirrored with its conditions, linked resources) and spec are most of its
+//! memory, yet a reconcile reads the spec once and of the status only what a new status keeps
+//! (its endpoint, when each condition last flipped) and whether it would change. So the cache
+//! keeps the metadata slim, the spec compact and the status as a [`StatusMemo`]; a reconcile
+//! works on [`CachedAgent::to_agent`].
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kaos_api::agent::{Agent, AgentPhase, AgentSpec, AgentStatus};
+use kaos_runtime::compact::Compact;
 use kaos_runtime::packed::SlimMeta;
-use serde::{Deserialize, Serialize, Serializer};
+use kaos_runtime::reconciler::status_digest;
+use serde::Deserialize;
+
+use crate::status::OWN_CONDITIONS;
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(from = "Agent")]
 pub struct CachedAgent {
     pub metadata: SlimMeta,
-    pub spec: AgentSpec,
-    /// The status as compact JSON.
-    status: Option<Box<str>>,
-    pub phase: Option<AgentPhase>,
+    spec: Compact<AgentSpec>,
+    status: Option<StatusMemo>,
+}
+
+/// What a reconcile reads of an Agent's current status.
+#[derive(Clone, Debug, PartialEq)]
+struct StatusMemo {
+    /// [`status_digest`] of the whole status: a new status equal to it is not written.
+    digest: u64,
+    phase: Option<AgentPhase>,
+    endpoint: Option<Box<str>>,
+    conditions: Box<[KeptCondition]>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum KeptCondition {
+    /// One this controller sets on every reconcile: all a new status keeps of it is when its
+    /// status last flipped.
+    Own {
+        type_: Box<str>,
+        status: Box<str>,
+        since: Time,
+    },
+    /// One someone else set, kept whole so that our status writes carry it unchanged.
+    Foreign(Box<Condition>),
+}
+
+impl From<AgentStatus> for StatusMemo {
+    fn from(status: AgentStatus) -> Self {
+        StatusMemo {
+            digest: status_digest(&status),
+            phase: status.phase,
+            endpoint: status.endpoint.map(String::into_boxed_str),
+            conditions: status
+                .conditions
+                .into_iter()
+                .map(|c| {
+                    if OWN_CONDITIONS.contains(&c.type_.as_str()) {
+                        KeptCondition::Own {
+                            type_: c.type_.into_boxed_str(),
+                            status: c.status.into_boxed_str(),
+                            since: c.last_transition_time,
+                        }
+                    } else {
+                        KeptCondition::Foreign(Box::new(c))
+                    }
+                })
+                .collect(),
+        }
+    }
+}
+
+impl StatusMemo {
+    /// A status holding what a new status keeps of this one, and nothing else.
+    fn kept(&self) -> AgentStatus {
+        AgentStatus {
+            phase: self.phase,
+            endpoint: self.endpoint.as_deref().map(String::from),
+            conditions: self
+                .conditions
+                .iter()
+                .map(|c| match c {
+                    KeptCondition::Own {
+                        type_,
+                        status,
+                        since,
+                    } => Condition {
+                        type_: type_.to_string(),
+                        status: status.to_string(),
+                        last_transition_time: since.clone(),
+                        reason: String::new(),
+                        message: String::new(),
+                        observed_generation: None,
+                    },
+                    KeptCondition::Foreign(condition) => condition.as_ref().clone(),
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
 }
 
 impl From<Agent> for CachedAgent {
     fn from(agent: Agent) -> Self {
         CachedAgent {
             metadata: agent.metadata.into(),
-            spec: agent.spec,
-            phase: agent.status.as_ref().and_then(|s| s.phase),
-            status: agent
-                .status
-                .and_then(|s| serde_json::to_string(&s).ok())
-                .map(String::into_boxed_str),
+            spec: Compact::new(&agent.spec),
+            status: agent.status.map(StatusMemo::from),
         }
     }
 }
 
 impl CachedAgent {
-    pub fn status(&self) -> Option<AgentStatus> {
-        serde_json::from_str(self.status.as_deref()?).ok()
+    pub fn spec(&self) -> AgentSpec {
+        self.spec.get()
     }
 
-    /// The endpoint its status publishes, without reading the rest of the status.
-    fn status_endpoint(&self) -> Option<String> {
-        #[derive(Deserialize)]
-        struct Endpoint {
-            endpoint: Option<String>,
-        }
-        serde_json::from_str::<Endpoint>(self.status.as_deref()?)
-            .ok()?
-            .endpoint
+    pub fn phase(&self) -> Option<AgentPhase> {
+        self.status.as_ref().and_then(|s| s.phase)
+    }
+
+    /// [`status_digest`] of its status, if it has one.
+    pub fn status_digest(&self) -> Option<u64> {
+        self.status.as_ref().map(|s| s.digest)
     }
 
     /// The endpoint it offers its listers as a peer ([`crate::build::advertised_endpoint`]).
     pub fn advertised_endpoint(&self) -> Option<String> {
-        let published = self.status.is_some().then(|| self.status_endpoint());
+        let published = self
+            .status
+            .as_ref()
+            .map(|s| s.endpoint.as_deref().map(String::from));
         crate::build::advertise(published, || crate::build::endpoint(&self.to_agent()))
     }
 
-    /// The Agent as the API server holds it (less managedFields and the last-applied annotation).
+    /// The Agent as a reconcile reads it: the metadata and spec as the API server holds them
+    /// (less managedFields and the last-applied annotation), and of the status what a new
+    /// status keeps (its phase, its endpoint, when each condition last flipped; other
+    /// controllers' conditions whole).
     pub fn to_agent(&self) -> Agent {
         Agent {
             metadata: self.metadata.to_meta(),
-            spec: self.spec.clone(),
-            status: self.status(),
+            spec: self.spec(),
+            status: self.status.as_ref().map(StatusMemo::kept),
         }
-    }
-}
-
-impl Serialize for CachedAgent {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.to_agent().serialize(serializer)
     }
 }
 
@@ -87,31 +163,56 @@ mod tests {
             "status": {"phase": "Ready", "ready": true,
                 "endpoint": "http://agent-a.ns.svc.cluster.local:8000",
                 "linkedResources": {"modelapi": "llm"},
-                "conditions": [{"type": "Ready", "status": "True", "reason": "DeploymentReady",
-                    "message": "Deployment ready replicas: 1/1",
-                    "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
+                "deployment": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1,
+                    "updatedReplicas": 1},
+                "conditions": [
+                    {"type": "Ready", "status": "True", "reason": "DeploymentReady",
+                        "message": "Deployment ready replicas: 1/1", "observedGeneration": 1,
+                        "lastTransitionTime": "2026-01-01T00:00:00Z"},
+                    {"type": "Audited", "status": "True", "reason": "Reviewed",
+                        "message": "set by another controller",
+                        "lastTransitionTime": "2026-01-02T00:00:00Z"}]}})
     }
 
     #[test]
-    fn gives_back_the_agent_it_was_read_from() {
+    fn gives_back_the_metadata_and_spec_and_what_a_new_status_keeps() {
         let agent: Agent = serde_json::from_value(watched()).expect("agent");
         let cached: CachedAgent = serde_json::from_value(watched()).expect("cached");
-        let mut expected = agent.clone();
-        expected.metadata.managed_fields = None;
-        let json = |a: &Agent| serde_json::to_value(a).expect("json");
-        assert_eq!(json(&cached.to_agent()), json(&expected));
-        assert_eq!(cached.status(), agent.status);
-        assert_eq!(cached.phase, Some(AgentPhase::Ready));
+        let read = cached.to_agent();
+        let mut meta = agent.metadata.clone();
+        meta.managed_fields = None;
+        assert_eq!(read.metadata, meta);
+        assert_eq!(read.spec, agent.spec);
+        assert_eq!(cached.spec().peers(), ["b"]);
+        assert_eq!(cached.phase(), Some(AgentPhase::Ready));
+        assert_eq!(
+            cached.status_digest(),
+            agent.status.as_ref().map(status_digest),
+            "whether a new status differs is told by the digest of the whole status"
+        );
+
+        let kept = read.status.expect("status");
+        let status = agent.status.expect("status");
+        assert_eq!(kept.endpoint, status.endpoint);
+        let ready = &kept.conditions[0];
+        assert_eq!(
+            (
+                ready.type_.as_str(),
+                ready.status.as_str(),
+                &ready.last_transition_time
+            ),
+            ("Ready", "True", &status.conditions[0].last_transition_time)
+        );
+        assert_eq!(
+            kept.conditions[1], status.conditions[1],
+            "another controller's condition is kept whole"
+        );
+        assert_eq!(kept.deployment, None, "rebuilt from the Deployment");
         assert_eq!(
             cached.advertised_endpoint().as_deref(),
             Some("http://agent-a.ns.svc.cluster.local:8000")
         );
-        assert_eq!(cached.spec.peers(), ["b"]);
         assert_eq!(cached.meta().name.as_deref(), Some("a"));
-        assert_eq!(
-            serde_json::to_value(&cached).expect("json")["status"],
-            watched()["status"]
-        );
     }
 
     #[test]
@@ -119,8 +220,9 @@ mod tests {
         let mut json = watched();
         json.as_object_mut().expect("object").remove("status");
         let cached: CachedAgent = serde_json::from_value(json).expect("cached");
-        assert_eq!(cached.status(), None);
-        assert_eq!(cached.phase, None);
+        assert_eq!(cached.to_agent().status, None);
+        assert_eq!(cached.status_digest(), None);
+        assert_eq!(cached.phase(), None);
         assert_eq!(
             cached.advertised_endpoint().as_deref(),
             Some("http://agent-a.ns.svc.cluster.local:8000"),

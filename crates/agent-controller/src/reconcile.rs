@@ -92,7 +92,7 @@ async fn apply(object: Arc<CachedAgent>, ctx: &Context) -> Result<Action, Reconc
     ctx.core
         .finish(
             object.as_ref(),
-            agent.status.as_ref(),
+            object.status_digest(),
             &desired_status,
             problem,
             &converged,
@@ -116,5 +116,5 @@ fn ready_reason(status: &kaos_api::agent::AgentStatus) -> Option<(String, String
 }
 
 pub fn phase_of(agent: &CachedAgent) -> Option<&'static str> {
-    agent.phase.map(|p| p.as_str())
+    agent.phase().map(|p| p.as_str())
 }

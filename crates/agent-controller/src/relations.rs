@@ -23,7 +23,7 @@ pub const PEER: Relation = "peer";
 /// The edges of an Agent: its ModelAPI, its MCPServers, its peers. A self-listing agent has no
 /// edge to itself: it reads its own endpoint from its spec, so its status writes need not wake it.
 pub fn edges(agent: &CachedAgent) -> Vec<(Relation, String)> {
-    let spec = &agent.spec;
+    let spec = agent.spec();
     let own = agent.name_any();
     let (model_api, mcp_server) = if spec.wait_for_dependencies {
         (MODEL_API_AWAITED, MCP_SERVER_AWAITED)

@@ -10,6 +10,11 @@ use kaos_runtime::rollout::{observe, summarize};
 use crate::build::{BuildError, Desired};
 use crate::resolve::Blocked;
 
+/// The conditions a reconcile sets, every time.
+pub const DEPENDENCIES_READY: &str = "DependenciesReady";
+pub const READY: &str = "Ready";
+pub const OWN_CONDITIONS: [&str; 2] = [DEPENDENCIES_READY, READY];
+
 /// Where a reconcile got to.
 pub enum Outcome<'a> {
     Blocked(&'a Blocked),
@@ -30,13 +35,13 @@ pub fn status(
     let mut conditions = previous.conditions.clone();
     let dependencies = match &outcome {
         Outcome::Blocked(b) => ConditionUpdate {
-            type_: "DependenciesReady",
+            type_: DEPENDENCIES_READY,
             status: false,
             reason: b.reason,
             message: b.message.clone(),
         },
         _ => ConditionUpdate {
-            type_: "DependenciesReady",
+            type_: DEPENDENCIES_READY,
             status: true,
             reason: "Resolved",
             message: "the ModelAPI and MCPServers are available".into(),
@@ -84,7 +89,7 @@ pub fn status(
         }
     };
     let ready = ConditionUpdate {
-        type_: "Ready",
+        type_: READY,
         status: phase == AgentPhase::Ready,
         reason,
         message: message.clone(),

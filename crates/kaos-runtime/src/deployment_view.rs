@@ -4,11 +4,12 @@
 //! status mirror needs the status, converge needs the metadata, and whether the template still
 //! holds what we applied is told by the generation (see `converge`). Deserialized straight from
 //! the watch, so the template is never even allocated; the labels and annotations are packed
-//! ([`SlimMeta`]).
+//! ([`SlimMeta`]) and the status, read only to mirror it, is kept compact ([`Compact`]).
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
 use serde::{Deserialize, Serialize};
 
+use crate::compact::Compact;
 use crate::packed::SlimMeta;
 
 /// A Deployment without its selector and pod template.
@@ -18,7 +19,7 @@ pub struct DeploymentView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec: Option<ReplicasSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<DeploymentStatus>,
+    pub status: Option<Compact<DeploymentStatus>>,
 }
 
 /// The only field of a Deployment's spec the cache keeps.
@@ -36,8 +37,13 @@ impl DeploymentView {
             spec: deployment.spec.as_ref().map(|s| ReplicasSpec {
                 replicas: s.replicas,
             }),
-            status: deployment.status.clone(),
+            status: deployment.status.as_ref().map(Compact::new),
         }
+    }
+
+    /// The status the Deployment controller reports (empty before its first).
+    pub fn status(&self) -> DeploymentStatus {
+        self.status.as_ref().map(Compact::get).unwrap_or_default()
     }
 
     /// The desired replica count (1, the API default, when unset).
@@ -67,7 +73,7 @@ mod tests {
         let view: DeploymentView = serde_json::from_value(watched).expect("view");
         assert_eq!(view.meta().generation, Some(3));
         assert_eq!(view.replicas(), 2);
-        assert_eq!(view.status.and_then(|s| s.ready_replicas), Some(1));
+        assert_eq!(view.status().ready_replicas, Some(1));
         assert_eq!(
             DeploymentView::url_path(&(), Some("ns")),
             "/apis/apps/v1/namespaces/ns/deployments"

@@ -7,6 +7,7 @@ pub mod admin;
 pub mod backoff;
 pub mod children;
 pub mod client;
+pub mod compact;
 pub mod conditions;
 pub mod converge;
 pub mod deployment_view;

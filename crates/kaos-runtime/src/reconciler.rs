@@ -56,7 +56,6 @@ fn reference_rechecks() -> Backoff {
 pub trait Primary:
     Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
     + Clone
-    + Serialize
     + DeserializeOwned
     + Debug
     + Send
@@ -68,7 +67,6 @@ pub trait Primary:
 impl<K> Primary for K where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
-        + Serialize
         + DeserializeOwned
         + Debug
         + Send
@@ -489,20 +487,21 @@ impl Core {
     }
 
     /// Server-side applies `desired` as the status of `object` unless the cache already shows
-    /// it or this process just wrote it; when it writes and `problem` is set (a reason and a
-    /// message), publishes it as a Warning event. Returns whether it wrote.
+    /// it (`current`: the [`status_digest`] of the cached status) or this process just wrote
+    /// it; when it writes and `problem` is set (a reason and a message), publishes it as a
+    /// Warning event. Returns whether it wrote.
     pub async fn write_status<K, S>(
         &self,
         object: &K,
-        current: Option<&S>,
+        current: Option<u64>,
         desired: &S,
         problem: Option<(&str, &str)>,
     ) -> Result<bool, ReconcileError>
     where
         K: Primary,
-        S: Serialize + PartialEq,
+        S: Serialize,
     {
-        if current == Some(desired) {
+        if current == Some(status_digest(desired)) {
             return Ok(false);
         }
         let key = status_key(object);
@@ -551,14 +550,14 @@ impl Core {
     pub async fn finish<K, S>(
         &self,
         object: &K,
-        current: Option<&S>,
+        current: Option<u64>,
         desired: &S,
         problem: Option<(String, String)>,
         converged: &Converged,
     ) -> Result<Action, ReconcileError>
     where
         K: Primary,
-        S: Serialize + PartialEq,
+        S: Serialize,
     {
         let problem = problem.as_ref().map(|(r, m)| (r.as_str(), m.as_str()));
         self.write_status(object, current, desired, problem).await?;
@@ -624,6 +623,15 @@ fn status_key<K: Primary>(object: &K) -> crate::expectations::Key {
         object.namespace().unwrap_or_default(),
         format!("{}/{}", K::kind(&()), object.name_any()),
     )
+}
+
+/// A digest of a whole status, to tell whether a desired status equals the cached one without
+/// the cache keeping the status (two statuses that serialize alike are equal; two different
+/// ones share a digest with odds of ~1 in 2^64).
+pub fn status_digest<S: Serialize>(status: &S) -> u64 {
+    let mut hasher = std::hash::DefaultHasher::new();
+    std::hash::Hash::hash(&serde_json::to_vec(status).unwrap_or_default(), &mut hasher);
+    std::hash::Hasher::finish(&hasher)
 }
 
 /// The hash of a status without its conditions' transition times, which a reconcile sets to

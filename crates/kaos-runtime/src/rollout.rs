@@ -27,7 +27,7 @@ pub fn observe(deployment: Option<&DeploymentView>) -> Rollout {
             failure: None,
         };
     };
-    let status = deployment.status.clone().unwrap_or_default();
+    let status = deployment.status();
     let desired = deployment.replicas();
     let ready_replicas = status.ready_replicas.unwrap_or(0);
     let conditions = status.conditions.clone().unwrap_or_default();

@@ -11,7 +11,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kaos_api::agent::{Agent, AgentStatus};
 use kaos_runtime::converge::{Child, ChildKind, ChildSet, Children, Parent};
-use kaos_runtime::reconciler::Core;
+use kaos_runtime::reconciler::{Core, status_digest};
 use kaos_runtime::{ControllerId, Runtime, RuntimeArgs, stores};
 use kaos_testkit::{ApiServer, Cluster};
 use kube::api::{Patch, PatchParams, PostParams};
@@ -332,7 +332,12 @@ async fn status_is_written_once_per_change_and_dropped_fields_go() {
     assert_eq!(stored.status.as_ref(), Some(&with_endpoint));
     assert!(
         !core
-            .write_status(&stored, stored.status.as_ref(), &with_endpoint, None)
+            .write_status(
+                &stored,
+                stored.status.as_ref().map(status_digest),
+                &with_endpoint,
+                None
+            )
             .await
             .expect("status")
     );
@@ -343,9 +348,14 @@ async fn status_is_written_once_per_change_and_dropped_fields_go() {
         ..Default::default()
     };
     assert!(
-        core.write_status(&stored, stored.status.as_ref(), &without, None)
-            .await
-            .expect("status")
+        core.write_status(
+            &stored,
+            stored.status.as_ref().map(status_digest),
+            &without,
+            None
+        )
+        .await
+        .expect("status")
     );
     let stored = agents.get("a").await.expect("get").status.expect("status");
     assert_eq!(

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kaos_api::mcpserver::MCPServer;
 use kaos_runtime::error::ReconcileError;
-use kaos_runtime::reconciler::Core;
+use kaos_runtime::reconciler::{Core, status_digest};
 use kaos_runtime::stores::cached;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
@@ -66,7 +66,7 @@ async fn apply(s: Arc<MCPServer>, ctx: &Context) -> Result<Action, ReconcileErro
     ctx.core
         .finish(
             s.as_ref(),
-            s.status.as_ref(),
+            s.status.as_ref().map(status_digest),
             &desired_status,
             problem,
             &converged,

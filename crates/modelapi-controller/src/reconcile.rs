@@ -5,7 +5,7 @@ use std::sync::Arc;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::converge::{Child, ChildKind, ChildSet, WorkloadChildren};
 use kaos_runtime::error::ReconcileError;
-use kaos_runtime::reconciler::Core;
+use kaos_runtime::reconciler::{Core, status_digest};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
@@ -87,7 +87,7 @@ async fn apply(m: Arc<ModelAPI>, ctx: &Context) -> Result<Action, ReconcileError
     ctx.core
         .finish(
             m.as_ref(),
-            m.status.as_ref(),
+            m.status.as_ref().map(status_digest),
             &desired_status,
             problem,
             &converged,
