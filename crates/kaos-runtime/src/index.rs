@@ -6,11 +6,11 @@
 //! removed when it is deleted; [`RelationIndex::dependents`] answers in time proportional to the
 //! number of dependents. Pure: callers feed it from their watch streams.
 //!
-//! Every name is kept once and shared by the edges that mention it: in a mesh each agent is the
-//! target of many edges and the source of as many, and a copy of its name per edge would cost
-//! more memory than the agent itself.
+//! Names are kept once and edges refer to them by number: in a mesh each agent is the target of
+//! many edges and the source of as many, and a copy of its name (or even a pointer to it) per
+//! edge would cost more memory than the agent itself.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// The kind of dependency, e.g. `"modelapi"`, `"mcpserver"`, `"peer"`.
@@ -19,53 +19,61 @@ pub type Relation = &'static str;
 /// A (namespace, name) pair.
 pub type Name = (String, String);
 
-/// A name, shared by every edge that mentions it.
-type Shared = Arc<str>;
+/// A name's number in [`Names`].
+type Id = u32;
+
+/// A relation's number in [`RelationIndex::relations`].
+type RelationId = u8;
 
 /// A source's edges, sorted.
-type Edges = Box<[(Relation, Shared)]>;
+type Edges = Box<[(RelationId, Id)]>;
 
 #[derive(Debug, Default)]
 pub struct RelationIndex {
     /// (relation, namespace, target) → sources that point at it.
-    dependents: HashMap<(Relation, Shared, Shared), BTreeSet<Shared>>,
+    dependents: HashMap<(RelationId, Id, Id), HashSet<Id>>,
     /// (namespace, source) → its edges, sorted, to remove them when they change.
-    edges: HashMap<(Shared, Shared), Edges>,
-    /// Every name some edge mentions, once.
-    names: HashSet<Shared>,
+    edges: HashMap<(Id, Id), Edges>,
+    names: Names,
+    /// The relations seen, by number (a handful).
+    relations: Vec<Relation>,
 }
 
 impl RelationIndex {
     /// Replaces the edges of `source` (namespace, name) with `edges`.
-    pub fn set(&mut self, source: &Name, mut edges: Vec<(Relation, String)>) {
-        edges.sort();
-        edges.dedup();
+    pub fn set(&mut self, source: &Name, edges: Vec<(Relation, String)>) {
         let (namespace, name) = source;
+        let mut wanted: Vec<(RelationId, &str)> = edges
+            .iter()
+            .map(|(relation, target)| (self.relation_id(relation), target.as_str()))
+            .collect();
+        wanted.sort();
+        wanted.dedup();
         let old = self.key(namespace, name).and_then(|k| self.edges.get(&k));
         let unchanged = match old {
             Some(old) => old
                 .iter()
-                .map(|(r, t)| (*r, &**t))
-                .eq(edges.iter().map(|(r, t)| (*r, t.as_str()))),
-            None => edges.is_empty(),
+                .map(|(r, t)| (*r, self.names.name(*t)))
+                .eq(wanted.iter().copied()),
+            None => wanted.is_empty(),
         };
         if unchanged {
             return;
         }
         self.remove(source);
-        if edges.is_empty() {
+        if wanted.is_empty() {
             return;
         }
-        let (namespace, name) = (self.share(namespace), self.share(name));
-        let edges: Edges = edges
+        let (namespace, name) = (self.names.acquire(namespace), self.names.acquire(name));
+        let edges: Edges = wanted
             .into_iter()
-            .map(|(relation, target)| (relation, self.share(&target)))
+            .map(|(relation, target)| (relation, self.names.acquire(target)))
             .collect();
-        for (relation, target) in &edges {
+        for (relation, target) in edges.iter() {
             self.dependents
-                .entry((*relation, namespace.clone(), target.clone()))
+                .entry((*relation, namespace, *target))
                 .or_default()
-                .insert(name.clone());
+                .insert(name);
         }
         self.edges.insert((namespace, name), edges);
     }
@@ -81,25 +89,37 @@ impl RelationIndex {
         };
         let (namespace, name) = key;
         for (relation, target) in old.iter() {
-            let key = (*relation, namespace.clone(), target.clone());
+            let key = (*relation, namespace, *target);
             if let Some(set) = self.dependents.get_mut(&key) {
                 set.remove(&name);
                 if set.is_empty() {
                     self.dependents.remove(&key);
                 }
             }
+            self.names.release(*target);
         }
-        for shared in old.into_iter().map(|(_, t)| t).chain([namespace, name]) {
-            self.release(shared);
-        }
+        self.names.release(namespace);
+        self.names.release(name);
     }
 
     /// The sources in `namespace` with an edge `relation` to `target`, sorted by name.
     pub fn dependents(&self, relation: Relation, namespace: &str, target: &str) -> Vec<String> {
-        let key = (|| Some((relation, self.find(namespace)?, self.find(target)?)))();
-        key.and_then(|key| self.dependents.get(&key))
-            .map(|set| set.iter().map(|s| s.to_string()).collect())
-            .unwrap_or_default()
+        let key = (|| {
+            let relation = self.relations.iter().position(|r| *r == relation)?;
+            Some((
+                relation as RelationId,
+                self.names.id(namespace)?,
+                self.names.id(target)?,
+            ))
+        })();
+        let mut names: Vec<String> = key
+            .and_then(|key| self.dependents.get(&key))
+            .into_iter()
+            .flatten()
+            .map(|id| self.names.name(*id).to_string())
+            .collect();
+        names.sort();
+        names
     }
 
     /// How many sources have edges (for tests and metrics).
@@ -107,30 +127,87 @@ impl RelationIndex {
         self.edges.len()
     }
 
-    fn key(&self, namespace: &str, name: &str) -> Option<(Shared, Shared)> {
-        Some((self.find(namespace)?, self.find(name)?))
+    fn key(&self, namespace: &str, name: &str) -> Option<(Id, Id)> {
+        Some((self.names.id(namespace)?, self.names.id(name)?))
     }
 
-    fn find(&self, name: &str) -> Option<Shared> {
-        self.names.get(name).cloned()
+    fn relation_id(&mut self, relation: Relation) -> RelationId {
+        let id = match self.relations.iter().position(|r| *r == relation) {
+            Some(id) => id,
+            None => {
+                self.relations.push(relation);
+                self.relations.len() - 1
+            }
+        };
+        RelationId::try_from(id).expect("fewer than 256 relations")
+    }
+}
+
+/// Every name an edge mentions, once, numbered, with how many mentions hold it.
+#[derive(Debug, Default)]
+struct Names {
+    ids: HashMap<Arc<str>, Id>,
+    /// By id: the name and its mentions (None: a free number).
+    entries: Vec<Option<(Arc<str>, u32)>>,
+    free: Vec<Id>,
+}
+
+impl Names {
+    fn id(&self, name: &str) -> Option<Id> {
+        self.ids.get(name).copied()
     }
 
-    /// The shared copy of `name`, made if no edge mentions it yet.
-    fn share(&mut self, name: &str) -> Shared {
-        if let Some(shared) = self.find(name) {
-            return shared;
+    fn name(&self, id: Id) -> &str {
+        self.entries[id as usize]
+            .as_ref()
+            .map_or("", |(name, _)| name)
+    }
+
+    /// The number of `name`, counting one more mention of it.
+    fn acquire(&mut self, name: &str) -> Id {
+        if let Some(id) = self.id(name) {
+            if let Some((_, mentions)) = &mut self.entries[id as usize] {
+                *mentions += 1;
+            }
+            return id;
         }
-        let shared: Shared = name.into();
-        self.names.insert(shared.clone());
-        shared
+        let shared: Arc<str> = name.into();
+        let entry = Some((shared.clone(), 1));
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.entries[id as usize] = entry;
+                id
+            }
+            None => {
+                self.entries.push(entry);
+                Id::try_from(self.entries.len() - 1).expect("fewer than 2^32 names")
+            }
+        };
+        self.ids.insert(shared, id);
+        id
     }
 
-    /// Drops `name`'s shared copy once no edge mentions it any more.
-    fn release(&mut self, name: Shared) {
-        // This handle and the set's own.
-        if Arc::strong_count(&name) == 2 {
-            self.names.remove(&name);
+    /// One mention of `id` fewer; the name goes with its last mention.
+    fn release(&mut self, id: Id) {
+        let slot = &mut self.entries[id as usize];
+        if let Some((name, mentions)) = slot {
+            *mentions -= 1;
+            if *mentions == 0 {
+                self.ids.remove(&**name);
+                *slot = None;
+                self.free.push(id);
+            }
         }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
+        self.ids.is_empty()
     }
 }
 
@@ -189,6 +266,15 @@ mod tests {
         assert_eq!(index.dependents("peer", "default", "c"), ["b"]);
         assert_eq!(index.dependents("peer", "default", "b"), ["a", "c"]);
         assert_eq!(index.names.len(), 4);
+
+        // A number freed with its name's last mention serves the next new name.
+        index.remove(&name("c"));
+        index.set(&name("b"), vec![("peer", "a".into())]);
+        index.set(&name("d"), vec![("peer", "a".into())]);
+        assert_eq!(index.dependents("peer", "default", "a"), ["b", "d"]);
+        assert!(index.dependents("peer", "default", "c").is_empty());
+        assert_eq!(index.names.len(), 4, "the namespace, a, b and d");
+        assert_eq!(index.names.entries.len(), 4, "c's number was reused");
     }
 
     #[test]
