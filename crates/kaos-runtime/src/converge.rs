@@ -20,11 +20,11 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::core::DynamicObject;
-use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::child_store::ChildStore;
 use crate::children::{controlled_by, is_current, stamp_desired_hash, stamp_with};
 use crate::deployment_view::DeploymentView;
 use crate::drift::covers;
@@ -175,15 +175,15 @@ impl Converged {
 /// The slim caches of a controller's children and the memory of its own writes.
 #[derive(Clone)]
 pub struct Children {
-    pub deployments: Store<DeploymentView>,
+    pub deployments: ChildStore<DeploymentView>,
     /// Metadata only: converge reads nothing else of a Service.
-    pub services: Store<MetaView<Service>>,
+    pub services: ChildStore<MetaView<Service>>,
     /// None for kinds without ConfigMaps.
-    pub config_maps: Option<Store<ConfigMap>>,
+    pub config_maps: Option<ChildStore<ConfigMap>>,
     /// Metadata only, so no secret value is ever cached; None for kinds without Secrets.
-    pub secrets: Option<Store<MetaView<Secret>>>,
+    pub secrets: Option<ChildStore<MetaView<Secret>>>,
     /// None when the Gateway API is neither enabled nor installed.
-    pub routes: Option<Store<DynamicObject>>,
+    pub routes: Option<ChildStore<DynamicObject>>,
     pub expectations: Arc<Expectations>,
 }
 
@@ -197,8 +197,7 @@ pub struct Parent<'a> {
 
 impl Children {
     pub fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<DeploymentView>> {
-        self.deployments
-            .get(&ObjectRef::new(name).within(namespace))
+        self.deployments.get(namespace, name)
     }
 
     /// Applies what differs, reports conflicts, deletes what must be absent.
@@ -277,7 +276,7 @@ impl Children {
         &self,
         parent: &Parent<'_>,
         kind: ChildKind,
-        store: &Store<K::Cached>,
+        store: &ChildStore<K::Cached>,
         mut desired: K,
     ) -> Result<Applied, ReconcileError>
     where
@@ -287,7 +286,7 @@ impl Children {
         let name = desired.name_any();
         let namespace = parent.namespace;
         let key = (kind.as_str(), namespace.to_string(), name.clone());
-        let observed = store.get(&K::child_ref(&name, namespace));
+        let observed = store.get(namespace, &name);
         if let Some(observed) = &observed
             && !controlled_by(observed.meta(), parent.uid)
         {
@@ -397,14 +396,14 @@ impl Children {
         &self,
         parent: &Parent<'_>,
         kind: ChildKind,
-        store: &Store<K::Cached>,
+        store: &ChildStore<K::Cached>,
         name: &str,
     ) -> Result<bool, ReconcileError>
     where
         K: ChildResource,
     {
         let namespace = parent.namespace;
-        let Some(observed) = store.get(&K::child_ref(name, namespace)) else {
+        let Some(observed) = store.get(namespace, name) else {
             return Ok(false);
         };
         if !controlled_by(observed.meta(), parent.uid)
@@ -505,7 +504,7 @@ fn conflict(kind: ChildKind, namespace: &str, meta: &ObjectMeta) -> Conflict {
     }
 }
 
-/// What converge needs of a child type: its API and how to look it up in a store.
+/// What converge needs of a child type: its API, what its cache keeps and how it is compared.
 pub trait ChildResource:
     Resource<DynamicType: Eq + std::hash::Hash + Clone>
     + Clone
@@ -538,7 +537,6 @@ pub trait ChildResource:
         stamp_desired_hash(desired)
     }
     fn api(client: &kube::Client, namespace: &str) -> Api<Self>;
-    fn child_ref(name: &str, namespace: &str) -> ObjectRef<Self::Cached>;
 }
 
 impl ChildResource for Deployment {
@@ -550,9 +548,6 @@ impl ChildResource for Deployment {
     fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
         Api::namespaced(client.clone(), namespace)
     }
-    fn child_ref(name: &str, namespace: &str) -> ObjectRef<DeploymentView> {
-        ObjectRef::new(name).within(namespace)
-    }
 }
 
 impl ChildResource for Service {
@@ -561,9 +556,6 @@ impl ChildResource for Service {
     fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
         Api::namespaced(client.clone(), namespace)
     }
-    fn child_ref(name: &str, namespace: &str) -> ObjectRef<MetaView<Service>> {
-        ObjectRef::new(name).within(namespace)
-    }
 }
 
 impl ChildResource for ConfigMap {
@@ -571,9 +563,6 @@ impl ChildResource for ConfigMap {
     const CACHED_WHOLE: bool = true;
     fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
         Api::namespaced(client.clone(), namespace)
-    }
-    fn child_ref(name: &str, namespace: &str) -> ObjectRef<ConfigMap> {
-        ObjectRef::new(name).within(namespace)
     }
 }
 
@@ -587,9 +576,6 @@ impl ChildResource for Secret {
     fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
         Api::namespaced(client.clone(), namespace)
     }
-    fn child_ref(name: &str, namespace: &str) -> ObjectRef<MetaView<Secret>> {
-        ObjectRef::new(name).within(namespace)
-    }
 }
 
 impl ChildResource for DynamicObject {
@@ -597,8 +583,5 @@ impl ChildResource for DynamicObject {
     const CACHED_WHOLE: bool = true;
     fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
         Api::namespaced_with(client.clone(), namespace, &http_route_resource())
-    }
-    fn child_ref(name: &str, namespace: &str) -> ObjectRef<Self> {
-        ObjectRef::new_with(name, http_route_resource()).within(namespace)
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod admin;
 pub mod backoff;
+pub mod child_store;
 pub mod children;
 pub mod client;
 pub mod compact;

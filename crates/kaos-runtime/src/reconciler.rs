@@ -31,6 +31,7 @@ use serde_json::{Value, json};
 
 use crate::Runtime;
 use crate::backoff::Backoff;
+use crate::child_store::ChildStore;
 use crate::converge::{ChildKind, ChildSet, Children, Converged, Parent};
 use crate::error::{ReconcileError, Step, StepExt};
 use crate::events::Events;
@@ -120,19 +121,10 @@ pub async fn watch_routes(runtime: &Runtime, gateway_enabled: bool) -> bool {
     gateway_enabled || stores::served(&runtime.client, &http_route_resource()).await
 }
 
-/// Resolves once `store` has synced. Only for stores nothing else waits on: kube-runtime's
-/// `wait_until_ready` wakes a single waiter (a oneshot), so a second waiter on the same store
-/// (the Controller waits on its primary store) can sleep forever.
-fn ready<K>(store: &Store<K>) -> BoxFuture<'static, ()>
-where
-    K: Resource + Clone + Send + Sync + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
-{
+/// Resolves once the child cache `store` has synced.
+fn ready<K: Resource + Send + Sync + 'static>(store: &ChildStore<K>) -> BoxFuture<'static, ()> {
     let store = store.clone();
-    async move {
-        let _ = store.wait_until_ready().await;
-    }
-    .boxed()
+    async move { store.wait_until_ready().await }.boxed()
 }
 
 /// The Controller of `K` in `namespace` (all when None) with slim caches of its children
@@ -174,10 +166,10 @@ where
         });
     let expectations = Arc::<Expectations>::default();
     let (deployments, deployment_events) =
-        stores::cache::<DeploymentView>(client, namespace, selector);
+        stores::child_cache::<DeploymentView>(client, namespace, selector);
     let deployment_events = child_changes(deployment_events, &expectations, ChildKind::Deployment);
     let (services, service_events) =
-        stores::cache::<MetaView<Service>>(client, namespace, selector);
+        stores::child_cache::<MetaView<Service>>(client, namespace, selector);
     let service_events = child_changes(service_events, &expectations, ChildKind::Service);
     let config = controller::Config::default()
         .concurrency(runtime.args.max_concurrent_reconciles)
@@ -193,7 +185,7 @@ where
     let mut synced = vec![primary_synced, ready(&deployments), ready(&services)];
     let mut config_maps = None;
     if kinds.config_maps {
-        let (store, events) = stores::cache::<ConfigMap>(client, namespace, selector);
+        let (store, events) = stores::child_cache::<ConfigMap>(client, namespace, selector);
         let events = child_changes(events, &expectations, ChildKind::ConfigMap);
         controller = controller.owns_stream(events.inspect_ok(enqueue_owners::<K, _>(runtime)));
         synced.push(ready(&store));
@@ -201,7 +193,7 @@ where
     }
     let mut secrets = None;
     if kinds.secrets {
-        let (store, events) = stores::cache::<MetaView<Secret>>(client, namespace, selector);
+        let (store, events) = stores::child_cache::<MetaView<Secret>>(client, namespace, selector);
         let events = child_changes(events, &expectations, ChildKind::Secret);
         controller = controller.owns_stream(events.inspect_ok(enqueue_owners::<K, _>(runtime)));
         synced.push(ready(&store));
@@ -210,7 +202,7 @@ where
     let mut routes = None;
     if kinds.routes {
         let resource = http_route_resource();
-        let (store, events) = stores::dynamic_cache(client, namespace, &resource, selector);
+        let (store, events) = stores::dynamic_child_cache(client, namespace, &resource, selector);
         let events = child_changes(events, &expectations, ChildKind::HttpRoute);
         controller = controller
             .owns_stream_with(events.inspect_ok(enqueue_owners::<K, _>(runtime)), resource);

@@ -7,13 +7,15 @@ use std::fmt::Debug;
 use std::hash::Hash;
 use std::pin::Pin;
 
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use kube::api::Api;
 use kube::core::{ApiResource, DynamicObject};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
+
+use crate::child_store::{ChildStore, child_store};
 
 /// The watch events of one cache, delivered after the store applied them.
 pub type Events<K> = Pin<Box<dyn Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send>>;
@@ -76,25 +78,52 @@ where
     (reader, events)
 }
 
-/// A slim cache of dynamically typed objects such as Gateway API HTTPRoutes.
-pub fn dynamic_cache(
+/// A slim cache of a controller's children of kind `K` (see [`ChildStore`]) in `namespace` (all
+/// when None) selected by `selector`, and its events. The store fills only while the events
+/// are polled.
+pub fn child_cache<K>(
+    client: &Client,
+    namespace: Option<&str>,
+    selector: &str,
+) -> (ChildStore<K>, Events<K>)
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
+    watch_children(api::<K>(client, namespace), selector)
+}
+
+/// [`child_cache`] for dynamically typed children such as Gateway API HTTPRoutes.
+pub fn dynamic_child_cache(
     client: &Client,
     namespace: Option<&str>,
     resource: &ApiResource,
     selector: &str,
-) -> (Store<DynamicObject>, Events<DynamicObject>) {
-    let writer = reflector::store::Writer::new(resource.clone());
-    let reader = writer.as_reader();
+) -> (ChildStore<DynamicObject>, Events<DynamicObject>) {
     let api = match namespace {
         Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
         None => Api::all_with(client.clone(), resource),
     };
+    watch_children(api, selector)
+}
+
+fn watch_children<K>(api: Api<K>, selector: &str) -> (ChildStore<K>, Events<K>)
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (store, mut writer) = child_store();
     let events = watcher(api, config(selector))
         .default_backoff()
-        .modify(slim::<DynamicObject>)
-        .reflect(writer)
+        .modify(slim::<K>)
+        .inspect_ok(move |event| writer.apply(event))
         .boxed();
-    (reader, events)
+    (store, events)
 }
 
 /// Whether the cluster serves `resource` (e.g. the Gateway API is installed).

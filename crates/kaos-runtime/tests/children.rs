@@ -10,12 +10,12 @@ use clap::Parser;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kaos_api::agent::{Agent, AgentStatus};
+use kaos_runtime::child_store::child_store;
 use kaos_runtime::converge::{Child, ChildKind, ChildSet, Children, Parent};
 use kaos_runtime::reconciler::{Core, status_digest};
 use kaos_runtime::{ControllerId, Runtime, RuntimeArgs, stores};
 use kaos_testkit::{ApiServer, Cluster};
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::runtime::reflector;
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
@@ -61,12 +61,13 @@ async fn setup() -> Setup {
         .expect("parent")
         .uid()
         .expect("uid");
-    let (config_maps, events) = stores::cache::<ConfigMap>(&client, Some("default"), "app=test");
+    let (config_maps, events) =
+        stores::child_cache::<ConfigMap>(&client, Some("default"), "app=test");
     tokio::spawn(events.for_each(|_| async {}));
-    config_maps.wait_until_ready().await.expect("synced");
+    config_maps.wait_until_ready().await;
     let children = Children {
-        deployments: reflector::store().0,
-        services: reflector::store().0,
+        deployments: child_store().0,
+        services: child_store().0,
         config_maps: Some(config_maps),
         secrets: None,
         routes: None,
@@ -108,7 +109,7 @@ impl Setup {
     async fn cached(&self, name: &str, check: impl Fn(&ConfigMap) -> bool) {
         let store = self.children.config_maps.as_ref().expect("store");
         for _ in 0..200 {
-            if stores::cached(store, "default", name).is_some_and(|c| check(&c)) {
+            if store.get("default", name).is_some_and(|c| check(&c)) {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -292,8 +293,8 @@ async fn status_is_written_once_per_change_and_dropped_fields_go() {
     let args = Args::try_parse_from(["test"]).expect("args").runtime;
     let (runtime, _stop) = Runtime::for_tests(client.clone(), id, args);
     let children = Children {
-        deployments: reflector::store().0,
-        services: reflector::store().0,
+        deployments: child_store().0,
+        services: child_store().0,
         config_maps: None,
         secrets: None,
         routes: None,

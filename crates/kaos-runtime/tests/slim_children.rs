@@ -9,13 +9,13 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use kaos_runtime::child_store::ChildStore;
 use kaos_runtime::converge::{Child, ChildSet, Children, Parent};
 use kaos_runtime::deployment_view::DeploymentView;
 use kaos_runtime::meta_view::MetaView;
 use kaos_runtime::stores;
 use kaos_testkit::{ApiServer, Cluster};
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::runtime::reflector::Store;
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 
@@ -26,8 +26,8 @@ struct Setup {
     client: Client,
     deployments: Api<Deployment>,
     services: Api<Service>,
-    deployment_cache: Store<DeploymentView>,
-    service_cache: Store<MetaView<Service>>,
+    deployment_cache: ChildStore<DeploymentView>,
+    service_cache: ChildStore<MetaView<Service>>,
     uid: String,
 }
 
@@ -43,13 +43,13 @@ async fn setup() -> Setup {
         .uid()
         .expect("uid");
     let (deployment_cache, events) =
-        stores::cache::<DeploymentView>(&client, Some("default"), "app=test");
+        stores::child_cache::<DeploymentView>(&client, Some("default"), "app=test");
     tokio::spawn(events.for_each(|_| async {}));
     let (service_cache, events) =
-        stores::cache::<MetaView<Service>>(&client, Some("default"), "app=test");
+        stores::child_cache::<MetaView<Service>>(&client, Some("default"), "app=test");
     tokio::spawn(events.for_each(|_| async {}));
-    deployment_cache.wait_until_ready().await.expect("synced");
-    service_cache.wait_until_ready().await.expect("synced");
+    deployment_cache.wait_until_ready().await;
+    service_cache.wait_until_ready().await;
     Setup {
         deployments: Api::default_namespaced(client.clone()),
         services: Api::default_namespaced(client.clone()),
@@ -134,8 +134,8 @@ impl Setup {
         let service = self.services.get("child").await.expect("service");
         self.api.audit.clear();
         for _ in 0..300 {
-            let d = stores::cached(&self.deployment_cache, "default", "child");
-            let s = stores::cached(&self.service_cache, "default", "child");
+            let d = self.deployment_cache.get("default", "child");
+            let s = self.service_cache.get("default", "child");
             if d.is_some_and(|d| d.resource_version() == deployment.resource_version())
                 && s.is_some_and(|s| s.resource_version() == service.resource_version())
             {
