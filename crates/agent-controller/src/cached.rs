@@ -32,13 +32,16 @@ struct StatusMemo {
     conditions: Box<[KeptCondition]>,
 }
 
+/// The statuses a condition can have.
+const CONDITION_STATUSES: [&str; 3] = ["True", "False", "Unknown"];
+
 #[derive(Clone, Debug, PartialEq)]
 enum KeptCondition {
     /// One this controller sets on every reconcile: all a new status keeps of it is when its
     /// status last flipped.
     Own {
-        type_: Box<str>,
-        status: Box<str>,
+        type_: &'static str,
+        status: &'static str,
         since: Time,
     },
     /// One someone else set, kept whole so that our status writes carry it unchanged.
@@ -55,14 +58,15 @@ impl From<AgentStatus> for StatusMemo {
                 .conditions
                 .into_iter()
                 .map(|c| {
-                    if OWN_CONDITIONS.contains(&c.type_.as_str()) {
-                        KeptCondition::Own {
-                            type_: c.type_.into_boxed_str(),
-                            status: c.status.into_boxed_str(),
+                    let own = OWN_CONDITIONS.iter().find(|t| **t == c.type_);
+                    let status = CONDITION_STATUSES.iter().find(|s| **s == c.status);
+                    match (own, status) {
+                        (Some(type_), Some(status)) => KeptCondition::Own {
+                            type_,
+                            status,
                             since: c.last_transition_time,
-                        }
-                    } else {
-                        KeptCondition::Foreign(Box::new(c))
+                        },
+                        _ => KeptCondition::Foreign(Box::new(c)),
                     }
                 })
                 .collect(),

@@ -9,18 +9,28 @@
 //! resourceVersion for kinds without one): while it stays, the content is still ours, which is
 //! how drift is told for children cached without their spec.
 //!
-//! One entry per child and per status, for as long as the parent lives, so entries are small:
-//! every key, hash and version is kept as a 64-bit digest (only ever compared for equality; two
-//! different strings share a digest with odds of ~1 in 2^64).
+//! One entry per child and per status, for as long as the parent lives, so entries are small
+//! (48 bytes with the key): every key, hash and version is kept as a 64-bit digest (only ever
+//! compared for equality; two different strings share a digest with odds of ~1 in 2^64), the
+//! time of the write as milliseconds in a `u32`.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::num::NonZeroU64;
+use std::sync::{LazyLock, Mutex};
+use std::time::Instant;
 
 /// How long a write may stay unseen by the cache before it is no longer trusted (a watch that
-/// restarted may never report it).
-const PATIENCE: Duration = Duration::from_secs(30);
+/// restarted may never report it), in milliseconds.
+const PATIENCE_MS: u32 = 30_000;
+
+/// The instant write times count from.
+static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+/// Milliseconds since [`EPOCH`], wrapping every 49 days (only differences under that are read).
+fn now_ms() -> u32 {
+    EPOCH.elapsed().as_millis() as u32
+}
 
 /// Identifies a written object: kind, namespace, name.
 pub type Key = (&'static str, String, String);
@@ -34,19 +44,21 @@ fn digest<T: Hash + ?Sized>(value: &T) -> Digest {
     hasher.finish()
 }
 
-fn digest_of(value: Option<&str>) -> Option<Digest> {
-    value.map(digest)
+/// The digest of a version, if there is one (non-zero, so that an absent one costs no room).
+fn digest_of(value: Option<&str>) -> Option<NonZeroU64> {
+    value.map(|v| NonZeroU64::new(digest(v)).unwrap_or(NonZeroU64::MIN))
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Written {
     hash: Digest,
-    before: Option<Digest>,
-    after: Option<Digest>,
-    content_version: Option<Digest>,
+    before: Option<NonZeroU64>,
+    after: Option<NonZeroU64>,
+    content_version: Option<NonZeroU64>,
+    /// When it was written ([`now_ms`]).
+    at: u32,
     /// Whether this process wrote it (a write can be pending in the cache; a read cannot).
     by_us: bool,
-    at: Instant,
 }
 
 impl Written {
@@ -58,7 +70,7 @@ impl Written {
             after: digest_of(after),
             content_version: digest_of(content_version),
             by_us: false,
-            at: Instant::now(),
+            at: now_ms(),
         }
     }
 }
@@ -100,7 +112,7 @@ impl Expectations {
         let now = digest_of(observed.and_then(|o| o.resource_version));
         if now.is_some() && now == w.after {
             Verdict::Written
-        } else if w.by_us && now == w.before && w.at.elapsed() < PATIENCE {
+        } else if w.by_us && now == w.before && now_ms().wrapping_sub(w.at) < PATIENCE_MS {
             Verdict::Pending
         } else {
             Verdict::Unknown
@@ -213,6 +225,11 @@ mod tests {
             Verdict::Unknown,
             "other content"
         );
+    }
+
+    #[test]
+    fn an_entry_is_a_key_and_40_bytes() {
+        assert_eq!(std::mem::size_of::<Written>(), 40);
     }
 
     #[test]

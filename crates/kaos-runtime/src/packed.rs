@@ -1,7 +1,7 @@
 //! Labels and annotations as the caches keep them. A `BTreeMap<String, String>` allocates a whole
 //! B-tree node (~540 bytes) for its first entry and a String per key and value; the labels and
 //! annotations of a child cost more than the rest of its cached metadata. [`PackedMap`] keeps
-//! the same entries, sorted, in one string and one offset table.
+//! the same entries, sorted, in one allocation.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -12,13 +12,14 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::stores::LAST_APPLIED;
 
-/// A read-only string map in two allocations: the keys and values end to end, and where each ends.
+/// A read-only string map in one allocation: the number of entries, where each key and value
+/// ends, then the keys and values end to end (all offsets `u32`, little-endian).
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct PackedMap {
-    text: Box<str>,
-    /// For entry i: its key ends at `ends[2i]`, its value at `ends[2i + 1]`.
-    ends: Box<[u32]>,
+    bytes: Box<[u8]>,
 }
+
+const WORD: usize = std::mem::size_of::<u32>();
 
 impl PackedMap {
     pub fn get(&self, key: &str) -> Option<&str> {
@@ -26,16 +27,29 @@ impl PackedMap {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.ends.chunks_exact(2).scan(0usize, |start, ends| {
-            let (key_end, value_end) = (ends[0] as usize, ends[1] as usize);
-            let entry = (&self.text[*start..key_end], &self.text[key_end..value_end]);
+        let entries = self.len();
+        let text_start = WORD * (1 + 2 * entries);
+        let text = std::str::from_utf8(self.bytes.get(text_start..).unwrap_or_default())
+            .unwrap_or_default();
+        (0..entries).scan(0usize, move |start, i| {
+            let (key_end, value_end) = (self.word(1 + 2 * i), self.word(2 + 2 * i));
+            let entry = (&text[*start..key_end], &text[key_end..value_end]);
             *start = value_end;
             Some(entry)
         })
     }
 
     pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
+        self.bytes.is_empty()
+    }
+
+    fn len(&self) -> usize {
+        if self.is_empty() { 0 } else { self.word(0) }
+    }
+
+    fn word(&self, i: usize) -> usize {
+        let bytes = &self.bytes[WORD * i..WORD * (i + 1)];
+        u32::from_le_bytes(bytes.try_into().unwrap_or_default()) as usize
     }
 
     /// The entries as a map (None when there are none, as `ObjectMeta` keeps them).
@@ -58,9 +72,17 @@ impl<K: AsRef<str>, V: AsRef<str>> FromIterator<(K, V)> for PackedMap {
             text.push_str(value.as_ref());
             ends.push(text.len() as u32);
         }
+        if ends.is_empty() {
+            return PackedMap::default();
+        }
+        let mut bytes = Vec::with_capacity(WORD * (1 + ends.len()) + text.len());
+        bytes.extend_from_slice(&((ends.len() / 2) as u32).to_le_bytes());
+        for end in ends {
+            bytes.extend_from_slice(&end.to_le_bytes());
+        }
+        bytes.extend_from_slice(text.as_bytes());
         PackedMap {
-            text: text.into_boxed_str(),
-            ends: ends.into_boxed_slice(),
+            bytes: bytes.into_boxed_slice(),
         }
     }
 }
@@ -73,7 +95,7 @@ impl fmt::Debug for PackedMap {
 
 impl Serialize for PackedMap {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(self.ends.len() / 2))?;
+        let mut map = serializer.serialize_map(Some(self.len()))?;
         for (k, v) in self.iter() {
             map.serialize_entry(k, v)?;
         }
