@@ -2,7 +2,7 @@
 
 use k8s_openapi::api::core::v1::{Container, ContainerPort, EnvVar, HTTPGetAction, PodSpec, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kaos_api::agent::Agent;
+use kaos_api::agent::{Agent, AgentPhase};
 use kaos_runtime::converge::WorkloadChildren;
 use kaos_runtime::pod_security::secure_pod;
 use kaos_runtime::podspec::merge_pod_spec;
@@ -63,26 +63,34 @@ pub fn endpoint(agent: &Agent) -> Option<String> {
     agent.spec.exposed().then(|| workload(agent).endpoint())
 }
 
-/// The endpoint an Agent offers its listers as a peer. Once it has a status, the status decides
-/// (a peer that could not be built has none and is skipped, as in KAOS). Before its first
-/// reconcile it is taken at the endpoint that reconcile will publish, so agents created
-/// together (a mesh, a star) are built once with every peer instead of once per peer that
-/// gets its status.
+/// The endpoint an Agent offers its listers as a peer. Once it is built, its status decides (a
+/// peer that could not be built has none and is skipped, as in KAOS). Before that (not
+/// reconciled yet, or waiting for its own ModelAPI or MCPServers) it is taken at the endpoint
+/// its build will publish, so agents created together (a mesh, a star, a pair created before
+/// their ModelAPI is ready) are built once with every peer instead of once per peer that gets
+/// its endpoint.
 pub fn advertised_endpoint(peer: &Agent) -> Option<String> {
-    advertise(peer.status.as_ref().map(|s| s.endpoint.clone()), || {
-        endpoint(peer)
-    })
+    let status = peer.status.as_ref();
+    advertise(
+        status.map(|s| s.endpoint.clone()),
+        status.and_then(|s| s.phase) == Some(AgentPhase::Waiting),
+        || endpoint(peer),
+    )
 }
 
-/// [`advertised_endpoint`] from the endpoint a status publishes (None: no status yet) and the
-/// one the spec gives.
+/// [`advertised_endpoint`] from the endpoint a status publishes (None: no status yet), whether
+/// the status says the peer is waiting for its dependencies, and the endpoint the spec gives.
 pub fn advertise(
     status_endpoint: Option<Option<String>>,
+    waiting: bool,
     spec_endpoint: impl FnOnce() -> Option<String>,
 ) -> Option<String> {
-    match status_endpoint {
-        Some(published) => published.filter(|e| !e.is_empty()),
-        None => spec_endpoint(),
+    match status_endpoint.map(|e| e.filter(|e| !e.is_empty())) {
+        Some(Some(published)) => Some(published),
+        // Built, and not reachable (not exposed, or it failed).
+        Some(None) if !waiting => None,
+        // Not built yet.
+        _ => spec_endpoint(),
     }
 }
 

@@ -134,7 +134,10 @@ impl CachedAgent {
             .status
             .as_ref()
             .map(|s| s.endpoint.as_deref().map(String::from));
-        crate::build::advertise(published, || crate::build::endpoint(&self.to_agent()))
+        let waiting = self.phase() == Some(AgentPhase::Waiting);
+        crate::build::advertise(published, waiting, || {
+            crate::build::endpoint(&self.to_agent())
+        })
     }
 
     /// The Agent as a reconcile reads it: the metadata and spec as the API server holds them

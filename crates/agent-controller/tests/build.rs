@@ -4,7 +4,7 @@ use agent_controller::build::{Desired, advertised_endpoint, build};
 use agent_controller::resolve::{Blocked, Resolved, resolve};
 use agent_controller::settings::{Args, Settings};
 use clap::Parser;
-use kaos_api::agent::Agent;
+use kaos_api::agent::{Agent, AgentPhase};
 use kaos_api::mcpserver::MCPServer;
 use kaos_api::modelapi::ModelAPI;
 use serde_json::{Value, json};
@@ -503,24 +503,36 @@ fn a_peer_is_listed_at_its_own_endpoint_until_its_status_says_otherwise() {
     let ready = model_api(true, proxy);
     let me = agent(
         "lead",
-        json!({"modelAPI": "llm", "model": "m", "agentNetwork": {"access": ["fresh", "broken"]}}),
+        json!({"modelAPI": "llm", "model": "m",
+            "agentNetwork": {"access": ["fresh", "broken", "waiting"]}}),
     );
     // Not reconciled yet: listed at the endpoint its first build will publish.
     let fresh = agent("fresh", json!({"modelAPI": "llm", "model": "m"}));
     // Reconciled but could not be built: its status has no endpoint, so it is skipped.
-    let broken = peer("broken", None);
+    let mut broken = peer("broken", None);
+    broken.status.as_mut().expect("status").phase = Some(AgentPhase::Failed);
+    // Waiting for its own ModelAPI: not built yet either, so listed at its future endpoint.
+    let mut waiting = peer("waiting", None);
+    waiting.status.as_mut().expect("status").phase = Some(AgentPhase::Waiting);
     let find = |n: &str| match n {
         "fresh" => advertised_endpoint(&fresh),
         "broken" => advertised_endpoint(&broken),
+        "waiting" => advertised_endpoint(&waiting),
         _ => None,
     };
     let resolved = resolve(&me, Some(&ready), |_| None, find).expect("resolved");
     assert_eq!(
         resolved.peers,
-        vec![(
-            "fresh".to_string(),
-            "http://agent-fresh.team.svc.cluster.local:8000".to_string()
-        )]
+        vec![
+            (
+                "fresh".to_string(),
+                "http://agent-fresh.team.svc.cluster.local:8000".to_string()
+            ),
+            (
+                "waiting".to_string(),
+                "http://agent-waiting.team.svc.cluster.local:8000".to_string()
+            )
+        ]
     );
 }
 

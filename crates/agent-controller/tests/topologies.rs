@@ -102,6 +102,41 @@ async fn a_pair_a_mesh_and_a_self_listing_agent_converge_then_go_quiet() {
 }
 
 #[tokio::test]
+async fn a_pair_created_before_its_model_api_is_ready_is_built_once_with_its_peer() {
+    let h = start().await;
+    model_api(&h, false).await;
+    agent(&h, "a", &["b"]);
+    agent(&h, "b", &["a"]);
+    for name in ["a", "b"] {
+        until(&h, name, "Waiting", |a| {
+            phase(a) == Some(AgentPhase::Waiting)
+        })
+        .await;
+    }
+    set_status::<ModelAPI>(
+        &h,
+        "llm",
+        true,
+        "http://modelapi-llm.default.svc.cluster.local:8000",
+    )
+    .await;
+    all_ready(&h, &["a", "b"]).await;
+    for (name, peer) in [("a", "b"), ("b", "a")] {
+        assert_eq!(peers_of(&h, name).await.as_deref(), Some(peer));
+        let d = h
+            .deployments
+            .get(&format!("agent-{name}"))
+            .await
+            .expect("deployment");
+        assert_eq!(
+            d.metadata.generation,
+            Some(1),
+            "{name} is built with its waiting peer's future endpoint: never rolled for it"
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_star_coordinator_is_rolled_once_while_its_workers_get_endpoints() {
     let h = start().await;
     model_api(&h, true).await;
