@@ -57,13 +57,7 @@ async fn waits_for_an_unready_model_api_and_becomes_ready_after_it() {
         "an unready ModelAPI's new endpoint wakes no waiting agent"
     );
 
-    set_status::<ModelAPI>(
-        &h,
-        "llm",
-        true,
-        "http://modelapi-llm.default.svc.cluster.local:8000",
-    )
-    .await;
+    model_api_turns_ready(&h).await;
     let ready = until(&h, "worker", "Ready", |a| {
         phase(a) == Some(AgentPhase::Ready)
     })

@@ -113,13 +113,7 @@ async fn a_pair_created_before_its_model_api_is_ready_is_built_once_with_its_pee
         })
         .await;
     }
-    set_status::<ModelAPI>(
-        &h,
-        "llm",
-        true,
-        "http://modelapi-llm.default.svc.cluster.local:8000",
-    )
-    .await;
+    model_api_turns_ready(&h).await;
     all_ready(&h, &["a", "b"]).await;
     for (name, peer) in [("a", "b"), ("b", "a")] {
         assert_eq!(peers_of(&h, name).await.as_deref(), Some(peer));

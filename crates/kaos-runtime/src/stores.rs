@@ -56,18 +56,38 @@ fn config(selector: &str) -> watcher::Config {
     }
 }
 
-/// A slim cache of `K` in `namespace` (all when None) selected by `selector` (everything when
-/// empty), and its events. The store fills only while the events are polled.
-pub fn cache<K>(client: &Client, namespace: Option<&str>, selector: &str) -> (Store<K>, Events<K>)
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
+/// A namespaced kind the caches can watch and keep.
+pub trait Watched:
+    Resource<
+        Scope = k8s_openapi::NamespaceResourceScope,
+        DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+    > + Clone
+    + DeserializeOwned
+    + Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Watched for K where
+    K: Resource<
+            Scope = k8s_openapi::NamespaceResourceScope,
+            DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+        > + Clone
         + DeserializeOwned
         + Debug
         + Send
         + Sync
-        + 'static,
-    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+        + 'static
+{
+}
+
+/// A slim cache of `K` in `namespace` (all when None) selected by `selector` (everything when
+/// empty), and its events. The store fills only while the events are polled.
+pub fn cache<K>(client: &Client, namespace: Option<&str>, selector: &str) -> (Store<K>, Events<K>)
+where
+    K: Watched,
 {
     let (reader, writer) = reflector::store();
     let events = watcher(api::<K>(client, namespace), config(selector))
@@ -87,14 +107,7 @@ pub fn child_cache<K>(
     selector: &str,
 ) -> (ChildStore<K>, Events<K>)
 where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + Debug
-        + Send
-        + Sync
-        + 'static,
-    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+    K: Watched,
 {
     watch_children(api::<K>(client, namespace), selector)
 }

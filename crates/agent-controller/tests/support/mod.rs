@@ -81,6 +81,17 @@ pub async fn model_api(h: &Harness, ready: bool) {
     .await;
 }
 
+/// Marks the ModelAPI `llm` Ready at its Service URL.
+pub async fn model_api_turns_ready(h: &Harness) {
+    set_status::<ModelAPI>(
+        h,
+        "llm",
+        true,
+        "http://modelapi-llm.default.svc.cluster.local:8000",
+    )
+    .await;
+}
+
 pub async fn until(h: &Harness, name: &str, what: &str, check: impl Fn(&Agent) -> bool) -> Agent {
     eventually(&format!("{name} is {what}"), || async {
         h.agents.get(name).await.ok().filter(|a| check(a))
