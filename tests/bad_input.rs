@@ -120,8 +120,18 @@ fn cases() -> Vec<Case> {
             object: "a3",
             bad: "apiVersion: kaos.tools/v1alpha1\nkind: Agent\nmetadata: {name: a3, namespace: default}\nspec: {modelAPI: llm, model: anthropic/claude}\n",
             reason: "ModelNotSupported",
-            message: "model anthropic/claude is not supported by ModelAPI llm; supported models: [openai/*]",
+            message: "model anthropic/claude not found in models list of ModelAPI llm: [openai/*]",
             fix: "apiVersion: kaos.tools/v1alpha1\nkind: Agent\nmetadata: {name: a3, namespace: default}\nspec: {modelAPI: llm, model: openai/gpt-4o}\n",
+        },
+        Case {
+            name: "memory read scope above the store's ceiling",
+            kind: "Agent",
+            object: "a4",
+            bad: "apiVersion: kaos.tools/v1alpha1\nkind: MemoryStore\nmetadata: {name: mem, namespace: default}\nspec: {storage: {type: local}, models: {summarization: {modelAPI: llm, model: openai/gpt-4o-mini}, embedding: {modelAPI: llm, model: openai/text-embedding-3-small}}}\n---\napiVersion: kaos.tools/v1alpha1\nkind: Agent\nmetadata: {name: a4, namespace: default}\nspec: {modelAPI: llm, model: openai/gpt-4o, config: {memory: {memoryStore: mem, maxReadScope: user}}}\n",
+            reason: "InvalidMemoryReadScope",
+            message: "config.memory.maxReadScope user exceeds MemoryStore mem maxReadScope agent",
+            // Not waiting for the store (which nothing here makes ready): deployed, degraded.
+            fix: "apiVersion: kaos.tools/v1alpha1\nkind: Agent\nmetadata: {name: a4, namespace: default}\nspec: {modelAPI: llm, model: openai/gpt-4o, waitForDependencies: false, config: {memory: {memoryStore: mem, maxReadScope: agent}}}\n",
         },
         Case {
             name: "unknown runtime",

@@ -3,6 +3,7 @@
 
 use kaos_api::agent::Agent;
 use kaos_api::mcpserver::MCPServer;
+use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
 use kaos_tests::{Schemas, repo_root, yaml_documents};
 use serde_json::Value;
@@ -36,6 +37,7 @@ fn every_example_passes_schema_validation_and_reads_into_the_types() {
                 Some("Agent") => serde_json::from_value::<Agent>(stored).map(drop),
                 Some("ModelAPI") => serde_json::from_value::<ModelAPI>(stored).map(drop),
                 Some("MCPServer") => serde_json::from_value::<MCPServer>(stored).map(drop),
+                Some("MemoryStore") => serde_json::from_value::<MemoryStore>(stored).map(drop),
                 other => panic!("{name}: unexpected kind {other:?}"),
             };
             read.unwrap_or_else(|e| panic!("{name} does not read into the Rust type: {e}"));

@@ -27,36 +27,33 @@ pub fn yaml_documents(path: &Path) -> Vec<Value> {
 
 /// The admission schema of each kind, from the CRDs the code generates.
 pub struct Schemas {
-    pub agent: CrdSchema,
-    pub modelapi: CrdSchema,
-    pub mcpserver: CrdSchema,
+    by_kind: std::collections::BTreeMap<String, CrdSchema>,
 }
 
 impl Default for Schemas {
     fn default() -> Self {
-        let mut schemas = kaos_api::crd::all().into_iter().map(|(_, crd)| {
-            let json = serde_json::to_value(crd).expect("CRDs serialize");
-            CrdSchema::from_crd(&json, "v1alpha1").expect("every CRD serves v1alpha1")
-        });
-        let mut next = || schemas.next().expect("three CRDs");
-        Self {
-            agent: next(),
-            modelapi: next(),
-            mcpserver: next(),
-        }
+        let by_kind = kaos_api::crd::all()
+            .into_iter()
+            .map(|(_, crd)| {
+                let kind = crd.spec.names.kind.clone();
+                let json = serde_json::to_value(crd).expect("CRDs serialize");
+                let schema =
+                    CrdSchema::from_crd(&json, "v1alpha1").expect("every CRD serves v1alpha1");
+                (kind, schema)
+            })
+            .collect();
+        Self { by_kind }
     }
 }
 
 impl Schemas {
-    /// Admits a manifest of any of the three kinds with strict field validation, as
+    /// Admits a manifest of any kaos.tools kind with strict field validation, as
     /// `kubectl apply --server-side` does; returns the stored (defaulted) object.
     pub fn admit(&self, manifest: &Value) -> Result<Value, Vec<String>> {
-        let schema = match manifest.get("kind").and_then(Value::as_str) {
-            Some("Agent") => &self.agent,
-            Some("ModelAPI") => &self.modelapi,
-            Some("MCPServer") => &self.mcpserver,
-            other => panic!("not a kaos.tools kind: {other:?}"),
-        };
+        let kind = manifest.get("kind").and_then(Value::as_str);
+        let schema = kind
+            .and_then(|k| self.by_kind.get(k))
+            .unwrap_or_else(|| panic!("not a kaos.tools kind: {kind:?}"));
         let mut object = manifest.clone();
         schema
             .admit(&mut object, None, UnknownFields::Reject)

@@ -16,6 +16,18 @@ fn modelapi(spec: Value) -> Value {
 fn mcpserver(spec: Value) -> Value {
     json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "MCPServer", "metadata": {"name": "t"}, "spec": spec})
 }
+fn memorystore(extra: Value) -> Value {
+    let mut spec = json!({"storage": {"type": "local"},
+        "models": {"summarization": {"modelAPI": "m", "model": "gpt-4o-mini"},
+                   "embedding": {"modelAPI": "m", "model": "text-embedding-3-small"}}});
+    spec.as_object_mut()
+        .expect("object")
+        .extend(extra.as_object().expect("object").clone());
+    json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "MemoryStore", "metadata": {"name": "mem"}, "spec": spec})
+}
+fn memory(memory: Value) -> Value {
+    agent(json!({"modelAPI": "m", "model": "x", "config": {"memory": memory}}))
+}
 
 fn named(mut manifest: Value, name: &str) -> Value {
     manifest["metadata"]["name"] = json!(name);
@@ -35,6 +47,55 @@ fn proxy(extra: Value) -> Value {
 fn rejected_cases() -> Vec<(&'static str, Value, &'static str)> {
     let secret = json!({"name": "s", "key": "k"});
     vec![
+        (
+            "remote memory without a store",
+            memory(json!({"type": "remote"})),
+            r#"spec.config.memory: Invalid value: type 'remote' requires memoryStore to be set"#,
+        ),
+        (
+            "local memory with a store",
+            memory(json!({"type": "local", "memoryStore": "mem"})),
+            r#"spec.config.memory: Invalid value: type 'local' must not set memoryStore"#,
+        ),
+        (
+            "memory tools without a store",
+            memory(json!({"tools": "read"})),
+            r#"spec.config.memory: Invalid value: tools requires memoryStore to be set"#,
+        ),
+        (
+            "a read scope wider than the session without a store",
+            memory(json!({"maxReadScope": "agent"})),
+            r#"spec.config.memory: Invalid value: non-session maxReadScope requires memoryStore to be set"#,
+        ),
+        (
+            "a security id with upper case",
+            agent(json!({"modelAPI": "m", "model": "x", "security": {"id": "Support-Bot"}})),
+            r#"spec.security.id: Invalid value: "Support-Bot": spec.security.id in body should match '^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$'"#,
+        ),
+        (
+            "two replicas of local memory storage",
+            memorystore(json!({"replicas": 2})),
+            r#"spec.replicas: Invalid value: 2: replicas must be 1 in local storage mode"#,
+        ),
+        (
+            "external memory storage without its settings",
+            memorystore(json!({"storage": {"type": "external"}})),
+            r#"spec.storage: Invalid value: storage.external is required when storage.type is external"#,
+        ),
+        (
+            "a compaction target above the trigger",
+            memorystore(
+                json!({"shortTerm": {"tokenBudget": 64}, "mediumTerm": {"compactionTrigger": 32, "compactionTarget": 48}}),
+            ),
+            r#"spec: Invalid value: short-term compaction marks must satisfy 0 < compactionTarget < compactionTrigger <= tokenBudget (0 or absent marks derive from the token budget)"#,
+        ),
+        (
+            "a compaction trigger above the token budget",
+            memorystore(
+                json!({"shortTerm": {"tokenBudget": 64}, "mediumTerm": {"compactionTrigger": 100}}),
+            ),
+            r#"spec: Invalid value: short-term compaction marks must satisfy 0 < compactionTarget < compactionTrigger <= tokenBudget (0 or absent marks derive from the token budget)"#,
+        ),
         (
             "Proxy without proxyConfig",
             modelapi(json!({"mode": "Proxy"})),
@@ -150,7 +211,7 @@ fn rejected_cases() -> Vec<(&'static str, Value, &'static str)> {
         (
             "unknown memory type",
             agent(json!({"modelAPI": "m", "model": "x", "config": {"memory": {"type": "redis"}}})),
-            r#"spec.config.memory.type: Unsupported value: "redis": supported values: "local""#,
+            r#"spec.config.memory.type: Unsupported value: "redis": supported values: "local", "remote""#,
         ),
         (
             "negative replicas",
@@ -329,6 +390,25 @@ fn good_manifests_near_each_rule_are_accepted() {
         agent(json!({"modelAPI": "m", "model": "x", "gatewayRoute": {"timeout": "1h30m15s500ms"}})),
         agent(json!({"modelAPI": "m", "model": "x", "replicas": 0,
                      "podSpec": {"containers": [{"name": "agent"}], "nodeSelector": {"pool": "gpu"}}})),
+        memory(
+            json!({"type": "remote", "memoryStore": "mem", "tools": "all", "maxReadScope": "user"}),
+        ),
+        memory(json!({"memoryStore": "mem", "failureMode": "strict",
+                      "clientParams": {"tokenBudget": 64, "rollingSummary": false}})),
+        memory(json!({"type": "local", "maxReadScope": "session"})),
+        agent(
+            json!({"modelAPI": "m", "model": "x", "security": {"id": "support.bot-1"},
+                     "config": {"systemPrompt": "Be brief.", "toolCallMode": "string",
+                                "autonomous": {"goal": "watch", "intervalSeconds": 3600, "maxIterRuntimeSeconds": 0},
+                                "taskConfig": {"maxIterations": 0, "maxRuntimeSeconds": 86400, "maxToolCalls": 10000}}}),
+        ),
+        memorystore(
+            json!({"replicas": 1, "shortTerm": {"tokenBudget": 64}, "mediumTerm": {"enabled": true}}),
+        ),
+        memorystore(json!({"shortTerm": {"tokenBudget": 64},
+                           "mediumTerm": {"compactionTrigger": 0, "compactionTarget": 0}})),
+        memorystore(json!({"storage": {"type": "external",
+                                       "external": {"connectionSecretRef": secret}}, "replicas": 3})),
     ];
     for manifest in accepted {
         if let Err(errors) = schemas.admit(&manifest) {
@@ -353,7 +433,7 @@ fn schema_defaults_equal_rust_defaults() {
     assert_eq!(spec["config"]["reasoningLoopMaxSteps"], 5);
     assert_eq!(
         spec["config"]["memory"],
-        json!({"enabled": true, "type": "local", "contextLimit": 6, "maxSessions": 1000, "maxSessionEvents": 500})
+        json!({"enabled": true, "contextLimit": 6, "maxSessions": 1000, "maxSessionEvents": 500})
     );
     assert_eq!(spec["config"]["telemetry"], json!({"enabled": false}));
     let from_server: Agent = serde_json::from_value(stored).expect("reads");

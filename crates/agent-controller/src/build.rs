@@ -2,7 +2,7 @@
 
 use k8s_openapi::api::core::v1::{Container, ContainerPort, EnvVar, HTTPGetAction, PodSpec, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kaos_api::agent::{Agent, AgentPhase};
+use kaos_api::agent::{Agent, AgentPhase, MemoryConfig};
 use kaos_runtime::converge::WorkloadChildren;
 use kaos_runtime::pod_security::secure_pod;
 use kaos_runtime::podspec::merge_pod_spec;
@@ -12,7 +12,7 @@ use kaos_runtime::workload::{
 };
 use kube::ResourceExt;
 
-use crate::resolve::Resolved;
+use crate::resolve::{BoundMemory, Resolved};
 use crate::settings::Settings;
 
 pub const PORT: i32 = 8000;
@@ -32,6 +32,8 @@ pub struct Desired {
     pub children: WorkloadChildren,
     /// None when the agent is not exposed.
     pub endpoint: Option<String>,
+    /// The MemoryStore binding, for the `MemoryDegraded` condition.
+    pub memory: Option<BoundMemory>,
 }
 
 pub fn deployment_name(name: &str) -> String {
@@ -135,6 +137,12 @@ pub fn environment(agent: &Agent, resolved: &Resolved, settings: &Settings) -> V
     {
         vars.push(env("AGENT_INSTRUCTIONS", instructions));
     }
+    if let Some(prompt) = config
+        .and_then(|c| c.system_prompt.as_deref())
+        .filter(|p| !p.is_empty())
+    {
+        vars.push(env("AGENT_SYSTEM_PROMPT", prompt));
+    }
     let user_at = vars.len();
     vars.push(env("MODEL_API_URL", resolved.model_api_url.clone()));
     vars.push(env("MODEL_NAME", spec.model.clone()));
@@ -143,18 +151,35 @@ pub fn environment(agent: &Agent, resolved: &Resolved, settings: &Settings) -> V
             "AGENTIC_LOOP_MAX_STEPS",
             config.reasoning_loop_max_steps.to_string(),
         ));
+        if let Some(mode) = config.tool_call_mode {
+            vars.push(env("TOOL_CALL_MODE", mode.as_str()));
+        }
         if let Some(memory) = &config.memory {
-            vars.push(env("MEMORY_ENABLED", memory.enabled.to_string()));
-            vars.push(env("MEMORY_TYPE", memory.memory_type.as_str()));
-            vars.push(env(
-                "MEMORY_CONTEXT_LIMIT",
-                memory.context_limit.to_string(),
-            ));
-            vars.push(env("MEMORY_MAX_SESSIONS", memory.max_sessions.to_string()));
-            vars.push(env(
-                "MEMORY_MAX_SESSION_EVENTS",
-                memory.max_session_events.to_string(),
-            ));
+            memory_environment(&mut vars, agent, memory, resolved.memory.as_ref());
+        }
+        if let Some(autonomous) = &config.autonomous {
+            if let Some(goal) = autonomous.goal.as_deref().filter(|g| !g.is_empty()) {
+                vars.push(env("AUTONOMOUS_GOAL", goal));
+            }
+            push_number(
+                &mut vars,
+                "AUTONOMOUS_INTERVAL_SECONDS",
+                autonomous.interval_seconds,
+            );
+            push_number(
+                &mut vars,
+                "AUTONOMOUS_MAX_ITER_RUNTIME_SECONDS",
+                autonomous.max_iter_runtime_seconds,
+            );
+        }
+        if let Some(task) = &config.task_config {
+            push_number(&mut vars, "TASK_MAX_ITERATIONS", task.max_iterations);
+            push_number(
+                &mut vars,
+                "TASK_MAX_RUNTIME_SECONDS",
+                task.max_runtime_seconds,
+            );
+            push_number(&mut vars, "TASK_MAX_TOOL_CALLS", task.max_tool_calls);
         }
     }
     if !resolved.mcp_servers.is_empty() {
@@ -187,6 +212,67 @@ pub fn environment(agent: &Agent, resolved: &Resolved, settings: &Settings) -> V
         .map(|c| c.env.as_slice())
         .unwrap_or_default();
     with_user_env(vars, user_env, user_at)
+}
+
+/// The `MEMORY_*` variables. The local knobs keep KAOS's January order; what 0.8.4 added comes
+/// after them and only when used, so the pods of an Agent that does not use it are not rolled.
+fn memory_environment(
+    vars: &mut Vec<EnvVar>,
+    agent: &Agent,
+    memory: &MemoryConfig,
+    bound: Option<&BoundMemory>,
+) {
+    vars.push(env("MEMORY_ENABLED", memory.enabled.to_string()));
+    vars.push(env("MEMORY_TYPE", memory.effective_type().as_str()));
+    vars.push(env(
+        "MEMORY_CONTEXT_LIMIT",
+        memory.context_limit.to_string(),
+    ));
+    vars.push(env("MEMORY_MAX_SESSIONS", memory.max_sessions.to_string()));
+    vars.push(env(
+        "MEMORY_MAX_SESSION_EVENTS",
+        memory.max_session_events.to_string(),
+    ));
+    if let Some(bound) = bound {
+        vars.push(env("MEMORY_STORE_ENDPOINT", bound.endpoint.clone()));
+    }
+    let scope = bound.map(|b| b.max_read_scope).or(memory.max_read_scope);
+    if let Some(scope) = scope {
+        vars.push(env("MEMORY_MAX_READ_SCOPE", scope.as_str()));
+    }
+    if let Some(tools) = memory.tools {
+        vars.push(env("MEMORY_TOOLS", tools.as_str()));
+    }
+    if let Some(mode) = memory.failure_mode {
+        vars.push(env("MEMORY_FAILURE_MODE", mode.as_str()));
+    }
+    if let Some(params) = &memory.client_params {
+        push_number(vars, "MEMORY_SHORT_TERM_TOKEN_BUDGET", params.token_budget);
+        if let Some(rolling) = params.rolling_summary {
+            vars.push(env("MEMORY_ROLLING_SUMMARY", rolling.to_string()));
+        }
+    }
+    if bound.is_some() {
+        vars.push(env("AGENT_IDENTITY", identity(agent)));
+    }
+}
+
+/// `kaos://agent/<security.id>`, or `kaos://agent/<namespace>/<name>` without one.
+pub fn identity(agent: &Agent) -> String {
+    match agent.spec.security.as_ref().and_then(|s| s.id.as_deref()) {
+        Some(id) => format!("kaos://agent/{id}"),
+        None => format!(
+            "kaos://agent/{}/{}",
+            agent.namespace().unwrap_or_else(|| "default".into()),
+            agent.name_any()
+        ),
+    }
+}
+
+fn push_number(vars: &mut Vec<EnvVar>, name: &str, value: Option<i32>) {
+    if let Some(value) = value {
+        vars.push(env(name, value.to_string()));
+    }
 }
 
 pub fn build(
@@ -251,5 +337,6 @@ pub fn build(
                 .filter(|_| exposed),
         },
         endpoint: endpoint(agent),
+        memory: resolved.memory.clone(),
     })
 }

@@ -1,13 +1,15 @@
 //! Wires the caches, the relation index and the triggers into one kube-runtime Controller per
 //! watched namespace. An Agent is reconciled when its spec changes or it is deleted, when one
 //! of its children changes, and when what it reads of a dependency changes: its ModelAPI's or an
-//! MCPServer's readiness or endpoint, a peer's endpoint. Dependents are found in the relation
+//! MCPServer's readiness or endpoint, a peer's endpoint, its MemoryStore's readiness or read
+//! ceiling. Dependents are found in the relation
 //! index (kept from the Agent watch events), never by scanning the Agent cache.
 
 use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt, stream};
 use kaos_api::mcpserver::MCPServer;
+use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::Runtime;
 use kaos_runtime::index::{Relation, RelationIndex};
@@ -22,7 +24,9 @@ use tokio::sync::mpsc;
 use crate::build::CHILD_SELECTOR;
 use crate::cached::CachedAgent;
 use crate::reconcile::{Context, FINALIZER, error_policy, phase_of, reconcile};
-use crate::relations::{self, MCP_SERVER, MCP_SERVER_AWAITED, MODEL_API, MODEL_API_AWAITED, PEER};
+use crate::relations::{
+    self, MCP_SERVER, MCP_SERVER_AWAITED, MEMORY_STORE, MODEL_API, MODEL_API_AWAITED, PEER,
+};
 use crate::settings::Settings;
 
 pub const PHASES: &[&str] = &["Pending", "Ready", "Failed", "Waiting"];
@@ -47,10 +51,17 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
         let mut wiring = wire::<CachedAgent>(&runtime, ns, CHILD_SELECTOR, kinds, on_agent_event);
         let (model_apis, model_api_events) = stores::cache::<ModelAPI>(&runtime.client, ns, "");
         let (mcp_servers, mcp_server_events) = stores::cache::<MCPServer>(&runtime.client, ns, "");
-        let (apis, servers) = (model_apis.clone(), mcp_servers.clone());
+        let (memory_stores, memory_store_events) =
+            stores::cache::<MemoryStore>(&runtime.client, ns, "");
+        let (apis, servers, memories) = (
+            model_apis.clone(),
+            mcp_servers.clone(),
+            memory_stores.clone(),
+        );
         wiring.synced.push(Box::pin(async move {
             let _ = apis.wait_until_ready().await;
             let _ = servers.wait_until_ready().await;
+            let _ = memories.wait_until_ready().await;
         }));
         synced.append(&mut wiring.synced);
         main_stores.push(wiring.store.clone());
@@ -59,6 +70,7 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
             settings: settings.clone(),
             model_apis,
             mcp_servers,
+            memory_stores,
             agents: wiring.store.clone(),
         });
         let wiring = wiring
@@ -76,6 +88,11 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
                     (MCP_SERVER, relations::mcp_server_view),
                     (MCP_SERVER_AWAITED, relations::awaited_mcp_server_view),
                 ],
+                index.clone(),
+            ))
+            .reconcile_on(dependents_of(
+                memory_store_events,
+                [(MEMORY_STORE, relations::memory_store_view)],
                 index,
             ))
             .reconcile_on(stream::unfold(peer_rx, |mut rx| async move {

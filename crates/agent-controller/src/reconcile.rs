@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use kaos_api::agent::AgentPhase;
 use kaos_api::mcpserver::MCPServer;
+use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::error::ReconcileError;
 use kaos_runtime::reconciler::Core;
@@ -14,7 +15,7 @@ use kube::runtime::reflector::Store;
 
 use crate::build::{self, build};
 use crate::cached::CachedAgent;
-use crate::resolve::resolve;
+use crate::resolve::{bind_memory, resolve};
 use crate::settings::Settings;
 use crate::status::{Outcome, status};
 
@@ -25,6 +26,7 @@ pub struct Context {
     pub settings: Settings,
     pub model_apis: Store<ModelAPI>,
     pub mcp_servers: Store<MCPServer>,
+    pub memory_stores: Store<MemoryStore>,
     pub agents: Store<CachedAgent>,
 }
 
@@ -56,12 +58,27 @@ async fn apply(object: Arc<CachedAgent>, ctx: &Context) -> Result<Action, Reconc
         .iter()
         .map(|p| (p.as_str(), cached(&ctx.agents, &namespace, p)))
         .collect();
+    let deployment = ctx
+        .core
+        .children
+        .deployment(&namespace, &build::deployment_name(&name));
+    let memory_store = agent
+        .spec
+        .config
+        .as_ref()
+        .and_then(|c| c.memory.as_ref())
+        .and_then(|m| m.bound_store())
+        .and_then(|store| cached(&ctx.memory_stores, &namespace, store));
     let resolved = resolve(
         &agent,
         model_api.as_deref(),
         |s| find(&servers, s),
         |p| find(&peers, p).and_then(CachedAgent::advertised_endpoint),
-    );
+    )
+    .and_then(|mut resolved| {
+        resolved.memory = bind_memory(&agent, memory_store.as_deref(), deployment.is_none())?;
+        Ok(resolved)
+    });
     let built = resolved.map(|r| build(&agent, &r, &ctx.settings));
     let converged = match &built {
         Ok(Ok(desired)) => {
@@ -76,6 +93,7 @@ async fn apply(object: Arc<CachedAgent>, ctx: &Context) -> Result<Action, Reconc
         Ok(Err(invalid)) => Outcome::Invalid(invalid),
         Ok(Ok(desired)) => Outcome::Built(desired, converged.problem()),
     };
+    // Read again: the converge may have created or changed it.
     let deployment = ctx
         .core
         .children

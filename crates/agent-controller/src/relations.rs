@@ -8,6 +8,7 @@
 //! twice.
 
 use kaos_api::mcpserver::MCPServer;
+use kaos_api::memorystore::{MemoryStore, ReadScope};
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::index::Relation;
 use kube::ResourceExt;
@@ -19,8 +20,9 @@ pub const MODEL_API_AWAITED: Relation = "modelapi-awaited";
 pub const MCP_SERVER: Relation = "mcpserver";
 pub const MCP_SERVER_AWAITED: Relation = "mcpserver-awaited";
 pub const PEER: Relation = "peer";
+pub const MEMORY_STORE: Relation = "memorystore";
 
-/// The edges of an Agent: its ModelAPI, its MCPServers, its peers. A self-listing agent has no
+/// The edges of an Agent: its ModelAPI, its MCPServers, its peers, its MemoryStore. A self-listing agent has no
 /// edge to itself: it reads its own endpoint from its spec, so its status writes need not wake it.
 pub fn edges(agent: &CachedAgent) -> Vec<(Relation, String)> {
     let spec = agent.spec();
@@ -38,6 +40,12 @@ pub fn edges(agent: &CachedAgent) -> Vec<(Relation, String)> {
             .filter(|p| **p != own)
             .map(|p| (PEER, p.clone())),
     );
+    let store = spec
+        .config
+        .as_ref()
+        .and_then(|c| c.memory.as_ref())
+        .and_then(|m| m.bound_store());
+    edges.extend(store.map(|s| (MEMORY_STORE, s.to_string())));
     edges
 }
 
@@ -74,6 +82,15 @@ fn awaited((ready, endpoint, models): ModelApiView) -> ModelApiView {
     } else {
         (false, None, Vec::new())
     }
+}
+
+/// What an Agent reads of its MemoryStore: readiness and the read ceiling (its endpoint follows
+/// from its name).
+pub type MemoryStoreView = (bool, ReadScope);
+
+pub fn memory_store_view(s: &MemoryStore) -> MemoryStoreView {
+    let ready = s.status.as_ref().is_some_and(|s| s.ready);
+    (ready, s.spec.effective_max_read_scope())
 }
 
 /// What an Agent reads of a peer: the endpoint it advertises (so a peer's first status, which

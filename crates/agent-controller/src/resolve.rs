@@ -1,8 +1,10 @@
 //! Resolving an Agent's dependencies from the watch caches, in the contract's order: the
-//! ModelAPI, the model, each MCPServer, then the peers. Pure: the caller passes lookups.
+//! ModelAPI, the model, each MCPServer, the peers, then the MemoryStore. Pure: the caller passes
+//! lookups.
 
 use kaos_api::agent::Agent;
 use kaos_api::mcpserver::MCPServer;
+use kaos_api::memorystore::{self, MemoryStore, ReadScope};
 use kaos_api::modelapi::ModelAPI;
 use kube::ResourceExt;
 
@@ -15,6 +17,22 @@ pub struct Resolved {
     /// (name, endpoint) of the peers that have one (`build::advertised_endpoint`), sorted by
     /// name. The agent itself, when it lists itself, has its own (deterministic) endpoint.
     pub peers: Vec<(String, String)>,
+    /// The MemoryStore the agent binds to (`config.memory` of type `remote`).
+    pub memory: Option<BoundMemory>,
+}
+
+/// An Agent's binding to its MemoryStore.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BoundMemory {
+    pub store: String,
+    /// The store's Service endpoint. Known from its name, so the pods keep it (and are not rolled)
+    /// while the store is away; the runtime's `failureMode` says what requests do meanwhile.
+    pub endpoint: String,
+    /// `MEMORY_MAX_READ_SCOPE`: the agent's own, else the store's ceiling (`session` while the
+    /// store is missing).
+    pub max_read_scope: ReadScope,
+    /// Why the store cannot serve now (missing or not ready): the `MemoryDegraded` message.
+    pub degraded: Option<String>,
 }
 
 /// Why the Agent cannot be deployed (yet): phase `Failed` or `Waiting`, with a reason.
@@ -69,10 +87,11 @@ pub fn resolve<'a>(
         ));
     }
     if !model_api.spec.serves(&spec.model) {
+        // KAOS users' scripts match "not found in models list".
         return Err(Blocked::failed(
             "ModelNotSupported",
             format!(
-                "model {} is not supported by ModelAPI {}; supported models: [{}]",
+                "model {} not found in models list of ModelAPI {}: [{}]",
                 spec.model,
                 spec.model_api,
                 model_api.spec.supported_models().join(", ")
@@ -118,5 +137,62 @@ pub fn resolve<'a>(
         model_api_url: model_status.endpoint.unwrap_or_default(),
         mcp_servers,
         peers,
+        memory: None,
     })
+}
+
+/// The binding to the MemoryStore named by a `remote` memory, resolved after the rest. A
+/// missing or unready store holds back the first Deployment (`first_deployment`, when the
+/// agent waits for its dependencies), as in KAOS; afterwards the agent keeps serving and the
+/// binding says it is degraded. An agent may not read wider than the store allows.
+pub fn bind_memory(
+    agent: &Agent,
+    store: Option<&MemoryStore>,
+    first_deployment: bool,
+) -> Result<Option<BoundMemory>, Blocked> {
+    let Some(memory) = agent.spec.config.as_ref().and_then(|c| c.memory.as_ref()) else {
+        return Ok(None);
+    };
+    let Some(name) = memory.bound_store() else {
+        return Ok(None);
+    };
+    let namespace = agent.metadata.namespace.as_deref().unwrap_or("default");
+    let ceiling = store.map(|s| s.spec.effective_max_read_scope());
+    let max_read_scope = memory
+        .max_read_scope
+        .or(ceiling)
+        .unwrap_or(ReadScope::Session);
+    if let Some(ceiling) = ceiling.filter(|c| max_read_scope > *c) {
+        return Err(Blocked::failed(
+            "InvalidMemoryReadScope",
+            format!(
+                "config.memory.maxReadScope {} exceeds MemoryStore {name} maxReadScope {}",
+                max_read_scope.as_str(),
+                ceiling.as_str()
+            ),
+        ));
+    }
+    let degraded = match store {
+        None => Some(Blocked::waiting(
+            "MemoryStoreNotFound",
+            format!("MemoryStore {name} not found"),
+        )),
+        Some(s) if !s.status.as_ref().is_some_and(|s| s.ready) => Some(Blocked::waiting(
+            "MemoryStoreNotReady",
+            format!("MemoryStore {name} is not ready"),
+        )),
+        Some(_) => None,
+    };
+    if let Some(blocked) = degraded
+        .clone()
+        .filter(|_| first_deployment && agent.spec.wait_for_dependencies)
+    {
+        return Err(blocked);
+    }
+    Ok(Some(BoundMemory {
+        store: name.to_string(),
+        endpoint: memorystore::endpoint(name, namespace),
+        max_read_scope,
+        degraded: degraded.map(|blocked| blocked.message),
+    }))
 }

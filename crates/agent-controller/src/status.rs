@@ -3,7 +3,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kaos_api::agent::{Agent, AgentPhase, AgentStatus};
 use kaos_api::common::Phase;
-use kaos_runtime::conditions::{ConditionUpdate, set_condition};
+use kaos_runtime::conditions::{ConditionUpdate, remove_condition, set_condition};
 use kaos_runtime::deployment_view::DeploymentView;
 use kaos_runtime::rollout::{observe, summarize};
 
@@ -13,7 +13,10 @@ use crate::resolve::Blocked;
 /// The conditions a reconcile sets, every time.
 pub const DEPENDENCIES_READY: &str = "DependenciesReady";
 pub const READY: &str = "Ready";
-pub const OWN_CONDITIONS: [&str; 2] = [DEPENDENCIES_READY, READY];
+/// Set while the agent is built with a MemoryStore binding: True while the store is missing or
+/// not ready (the agent serves with short-term memory only), removed without a binding.
+pub const MEMORY_DEGRADED: &str = "MemoryDegraded";
+pub const OWN_CONDITIONS: [&str; 3] = [DEPENDENCIES_READY, READY, MEMORY_DEGRADED];
 
 /// Where a reconcile got to.
 pub enum Outcome<'a> {
@@ -48,6 +51,30 @@ pub fn status(
         },
     };
     set_condition(&mut conditions, dependencies, generation, now.clone());
+    let memory = match &outcome {
+        Outcome::Built(desired, _) => desired.memory.as_ref(),
+        _ => None,
+    };
+    match memory {
+        Some(bound) => {
+            let update = match &bound.degraded {
+                Some(message) => ConditionUpdate {
+                    type_: MEMORY_DEGRADED,
+                    status: true,
+                    reason: "MemoryStoreNotReady",
+                    message: message.clone(),
+                },
+                None => ConditionUpdate {
+                    type_: MEMORY_DEGRADED,
+                    status: false,
+                    reason: "MemoryHealthy",
+                    message: format!("MemoryStore {} is ready", bound.store),
+                },
+            };
+            set_condition(&mut conditions, update, generation, now.clone());
+        }
+        None => remove_condition(&mut conditions, MEMORY_DEGRADED),
+    }
     let (phase, reason, message, endpoint) = match outcome {
         Outcome::Blocked(b) => {
             let phase = if b.waiting {
@@ -99,10 +126,27 @@ pub fn status(
         phase: Some(phase),
         ready: phase == AgentPhase::Ready,
         endpoint,
-        linked_resources: [("modelapi".to_string(), agent.spec.model_api.clone())].into(),
+        linked_resources: linked_resources(agent),
         message: Some(message),
         deployment: rollout.mirror,
         observed_generation: generation,
         conditions,
     }
+}
+
+/// `modelapi`, and `memorystore` when the agent binds to one.
+fn linked_resources(agent: &Agent) -> std::collections::BTreeMap<String, String> {
+    let store = agent
+        .spec
+        .config
+        .as_ref()
+        .and_then(|c| c.memory.as_ref())
+        .and_then(|m| m.bound_store());
+    [
+        ("modelapi", Some(agent.spec.model_api.as_str())),
+        ("memorystore", store),
+    ]
+    .into_iter()
+    .filter_map(|(kind, name)| Some((kind.to_string(), name?.to_string())))
+    .collect()
 }

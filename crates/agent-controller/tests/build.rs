@@ -91,6 +91,7 @@ fn rich_resolved() -> Resolved {
                 "http://agent-research-bot.team.svc.cluster.local:8000".into(),
             ),
         ],
+        memory: None,
     }
 }
 
@@ -384,7 +385,7 @@ fn resolution_follows_the_contracts_order() {
     assert_eq!(err.reason, "ModelNotSupported");
     assert_eq!(
         err.message,
-        "model openai/gpt-4o is not supported by ModelAPI llm; supported models: [llama3, mistral]"
+        "model openai/gpt-4o not found in models list of ModelAPI llm: [llama3, mistral]"
     );
 
     let ready = model_api(true, proxy.clone());

@@ -138,7 +138,7 @@ async fn an_unsupported_model_fails_with_the_supported_list() {
     .await;
     assert_eq!(
         message(&failed),
-        "model anthropic/claude is not supported by ModelAPI llm; supported models: [openai/*]"
+        "model anthropic/claude not found in models list of ModelAPI llm: [openai/*]"
     );
 }
 

@@ -9,9 +9,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::{
     Conditions, ContainerOverride, DNS_LABEL, DeploymentStatus, GatewayRoute, MAX_ENV_TEXT,
-    MAX_MODEL_ID, Telemetry, condition_list_schema, default_true,
+    MAX_MODEL_ID, Security, Telemetry, condition_list_schema, default_true,
 };
 use crate::mcpserver;
+use crate::memorystore::{self, ReadScope};
 use crate::modelapi;
 
 /// The longest Agent name: its Deployment and Service `agent-<name>` must be a DNS label (63).
@@ -99,6 +100,9 @@ pub struct AgentSpec {
     // Boxed: inline, a PodSpec is 1.4 KiB of every cached object, set or not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_spec: Option<Box<PodSpec>>,
+    /// A stable identity, `kaos://agent/<id>`, in place of `kaos://agent/<namespace>/<name>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security: Option<Security>,
 }
 
 /// Agent-to-agent (A2A) networking.
@@ -141,21 +145,95 @@ pub struct AgentConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 4096))]
     pub description: Option<String>,
-    /// System prompt (`AGENT_INSTRUCTIONS`).
+    /// Instructions given to the model with every request (`AGENT_INSTRUCTIONS`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = MAX_ENV_TEXT))]
     pub instructions: Option<String>,
+    /// A system prompt kept in the conversation history, unlike `instructions`
+    /// (`AGENT_SYSTEM_PROMPT`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_ENV_TEXT))]
+    pub system_prompt: Option<String>,
     /// Maximum reasoning steps per request (`AGENTIC_LOOP_MAX_STEPS`).
     #[serde(default = "default_loop_steps")]
     #[schemars(range(min = 1, max = 20))]
     pub reasoning_loop_max_steps: i32,
+    /// How the runtime asks the model for tool calls (`TOOL_CALL_MODE`): `auto` (the runtime's
+    /// default) picks per model, `native` uses the provider's tool-calling API, `string` parses
+    /// tool calls out of plain text for models without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_mode: Option<ToolCallMode>,
     /// Conversation memory. Its defaults apply when it is present; without it no `MEMORY_*`
     /// variables are set and the runtime uses its own defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryConfig>,
+    /// A goal the agent pursues on its own from start-up, in iterations
+    /// (`AUTONOMOUS_*`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autonomous: Option<AutonomousConfig>,
+    /// Budgets of each task (an A2A task, or an autonomous iteration) (`TASK_MAX_*`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_config: Option<TaskConfig>,
     /// OpenTelemetry settings, merged with the operator's `DEFAULT_TELEMETRY_*` defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<Telemetry>,
+}
+
+/// How the runtime asks the model for tool calls.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolCallMode {
+    Auto,
+    Native,
+    String,
+}
+
+impl ToolCallMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolCallMode::Auto => "auto",
+            ToolCallMode::Native => "native",
+            ToolCallMode::String => "string",
+        }
+    }
+}
+
+/// A goal the agent works on by itself, started when the pod starts.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AutonomousConfig {
+    /// What to achieve (`AUTONOMOUS_GOAL`); empty: no autonomous loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_ENV_TEXT))]
+    pub goal: Option<String>,
+    /// Pause between iterations in seconds (`AUTONOMOUS_INTERVAL_SECONDS`; the runtime's
+    /// default is 0, no pause).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 3600))]
+    pub interval_seconds: Option<i32>,
+    /// Time limit of one iteration in seconds (`AUTONOMOUS_MAX_ITER_RUNTIME_SECONDS`; the
+    /// runtime's default is 60, 0 is unlimited).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 86400))]
+    pub max_iter_runtime_seconds: Option<i32>,
+}
+
+/// Budgets of a task; 0 is unlimited, unset is the runtime's default.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskConfig {
+    /// Model round trips per task (`TASK_MAX_ITERATIONS`; runtime default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 1000))]
+    pub max_iterations: Option<i32>,
+    /// Wall-clock seconds per task (`TASK_MAX_RUNTIME_SECONDS`; runtime default 300).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 86400))]
+    pub max_runtime_seconds: Option<i32>,
+    /// Tool calls per task (`TASK_MAX_TOOL_CALLS`; runtime default 50).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 10000))]
+    pub max_tool_calls: Option<i32>,
 }
 
 fn default_loop_steps() -> i32 {
@@ -167,23 +245,55 @@ impl Default for AgentConfig {
         Self {
             description: None,
             instructions: None,
+            system_prompt: None,
             reasoning_loop_max_steps: default_loop_steps(),
+            tool_call_mode: None,
             memory: None,
+            autonomous: None,
+            task_config: None,
             telemetry: None,
         }
     }
 }
 
-/// Conversation memory of an agent.
+/// Conversation memory of an agent: in the pod (`local`), or in a MemoryStore (`remote`).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "!has(self.type) || self.type != 'remote' || has(self.memoryStore)", "message": "type 'remote' requires memoryStore to be set"},
+    {"rule": "!has(self.type) || self.type != 'local' || !has(self.memoryStore)", "message": "type 'local' must not set memoryStore"},
+    {"rule": "!has(self.tools) || has(self.memoryStore)", "message": "tools requires memoryStore to be set"},
+    {"rule": "!has(self.maxReadScope) || self.maxReadScope == 'session' || has(self.memoryStore)", "message": "non-session maxReadScope requires memoryStore to be set"},
+]))]
 pub struct MemoryConfig {
     /// `MEMORY_ENABLED`.
     #[serde(default = "default_true")]
     pub enabled: bool,
-    /// `MEMORY_TYPE`.
-    #[serde(default, rename = "type")]
-    pub memory_type: MemoryType,
+    /// `MEMORY_TYPE`. Unset: `remote` when `memoryStore` is set, else `local`.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub memory_type: Option<MemoryType>,
+    /// A MemoryStore (same namespace) that keeps this agent's memory across pods and restarts
+    /// (`MEMORY_STORE_ENDPOINT`). The agent waits for it before its first Deployment; later, while
+    /// it is not ready, the agent keeps serving and reports `MemoryDegraded`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = memorystore::MAX_NAME_LENGTH), pattern(DNS_LABEL))]
+    pub memory_store: Option<String>,
+    /// How far automatic recall and the `search_memory` tool may read (`MEMORY_MAX_READ_SCOPE`):
+    /// this `session`, everything this `agent` saw, or everything of the `user`. At most the
+    /// MemoryStore's `maxReadScope`. Unset: the store's ceiling, or `session` without a store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_read_scope: Option<ReadScope>,
+    /// Memory tools offered to the model (`MEMORY_TOOLS`): `all`, `read` (`search_memory`) or
+    /// `write` (`save_memory`). Unset: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<MemoryTools>,
+    /// What a request does when the store fails (`MEMORY_FAILURE_MODE`): `soft` carries on
+    /// without long-term memory, `strict` fails. Unset: the store's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_mode: Option<memorystore::FailureMode>,
+    /// Client-side settings of the remote memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_params: Option<MemoryClientParams>,
     /// Messages kept in the model's context (`MEMORY_CONTEXT_LIMIT`).
     #[serde(default = "default_context_limit")]
     #[schemars(range(min = 1, max = 100))]
@@ -212,7 +322,12 @@ impl Default for MemoryConfig {
     fn default() -> Self {
         Self {
             enabled: true,
-            memory_type: MemoryType::Local,
+            memory_type: None,
+            memory_store: None,
+            max_read_scope: None,
+            tools: None,
+            failure_mode: None,
+            client_params: None,
             context_limit: default_context_limit(),
             max_sessions: default_max_sessions(),
             max_session_events: default_max_session_events(),
@@ -220,21 +335,77 @@ impl Default for MemoryConfig {
     }
 }
 
+impl MemoryConfig {
+    /// The backend in use: the `type` set, else `remote` exactly when a store is named.
+    pub fn effective_type(&self) -> MemoryType {
+        self.memory_type.unwrap_or(if self.memory_store.is_some() {
+            MemoryType::Remote
+        } else {
+            MemoryType::Local
+        })
+    }
+
+    /// The MemoryStore this agent binds to (only for the `remote` type).
+    pub fn bound_store(&self) -> Option<&str> {
+        match self.effective_type() {
+            MemoryType::Remote => self.memory_store.as_deref(),
+            MemoryType::Local => None,
+        }
+    }
+}
+
 /// Memory backend of an agent.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
 pub enum MemoryType {
     /// In-process memory of each pod.
     #[default]
-    #[serde(rename = "local")]
     Local,
+    /// A MemoryStore service shared by the agent's pods.
+    Remote,
 }
 
 impl MemoryType {
     pub fn as_str(self) -> &'static str {
         match self {
             MemoryType::Local => "local",
+            MemoryType::Remote => "remote",
         }
     }
+}
+
+/// The memory tools offered to the model.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum MemoryTools {
+    All,
+    Read,
+    Write,
+}
+
+impl MemoryTools {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemoryTools::All => "all",
+            MemoryTools::Read => "read",
+            MemoryTools::Write => "write",
+        }
+    }
+}
+
+/// Client-side settings of remote memory.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryClientParams {
+    /// Tokens of short-term history sent with a request (`MEMORY_SHORT_TERM_TOKEN_BUDGET`;
+    /// 0 or unset: the runtime's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub token_budget: Option<i32>,
+    /// Summarise older history instead of dropping it (`MEMORY_ROLLING_SUMMARY`; runtime
+    /// default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolling_summary: Option<bool>,
 }
 
 /// The lifecycle phase of an Agent. `Waiting`: the ModelAPI or an MCPServer is not ready yet;

@@ -139,6 +139,22 @@ pub struct Telemetry {
     pub endpoint: Option<String>,
 }
 
+/// The pattern of a `security.id`: lower-case letters and digits, with `.`, `_` and `-` inside.
+pub const SECURITY_ID: &str = "^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$";
+
+/// Identity settings of a resource.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Security {
+    /// A stable logical id: the resource's identity becomes `kaos://<kind>/<id>` instead of
+    /// `kaos://<kind>/<namespace>/<name>` (an Agent's `AGENT_IDENTITY`), so it survives a move
+    /// or a rename. Keep it unique per kind in the cluster: two resources claiming one are not
+    /// detected yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253), pattern(SECURITY_ID))]
+    pub id: Option<String>,
+}
+
 /// A mirror of the owned Deployment's status.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

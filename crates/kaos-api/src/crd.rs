@@ -1,4 +1,4 @@
-//! CustomResourceDefinitions of the three kinds, as installed in clusters.
+//! CustomResourceDefinitions of the kinds, as installed in clusters.
 //!
 //! The embedded Kubernetes types (PodSpec, EnvVar, ResourceRequirements, key selectors,
 //! conditions) keep their full validation schema but lose their upstream descriptions: with them
@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use crate::agent::{self, Agent};
 use crate::mcpserver::{self, MCPServer};
+use crate::memorystore::{self, MemoryStore};
 use crate::modelapi::{self, ModelAPI};
 
 /// Properties whose schemas come from Kubernetes' own types; descriptions below them are dropped.
@@ -38,6 +39,10 @@ pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
         (
             "kaos.tools_mcpservers.yaml",
             compact(MCPServer::crd(), mcpserver::object_rules()),
+        ),
+        (
+            "kaos.tools_memorystores.yaml",
+            compact(MemoryStore::crd(), memorystore::object_rules()),
         ),
     ]
 }

@@ -3,4 +3,5 @@ pub mod common;
 pub mod crd;
 pub mod docs;
 pub mod mcpserver;
+pub mod memorystore;
 pub mod modelapi;

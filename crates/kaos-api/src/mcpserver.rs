@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::{
     Conditions, ContainerOverride, DNS_LABEL, DNS_SUBDOMAIN, DeploymentStatus, GatewayRoute,
-    MAX_ENV_TEXT, Phase, Telemetry, condition_list_schema,
+    MAX_ENV_TEXT, Phase, Security, Telemetry, condition_list_schema,
 };
 
 /// The longest MCPServer name: its Deployment and Service `mcpserver-<name>` must be a DNS label.
@@ -56,7 +56,8 @@ pub struct MCPServerSpec {
     #[schemars(length(min = 1, max = 63), pattern(DNS_LABEL))]
     pub runtime: String,
     /// Handed to the runtime through its `paramsEnvVar` (for `python-string`, the Python source
-    /// of the tools, in `MCP_TOOLS_STRING`).
+    /// of the tools, in `MCP_TOOLS_STRING`); in `MCP_PARAMS` for a runtime without one (such as
+    /// `kubernetes`, whose params are YAML) and for `custom` images.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = MAX_ENV_TEXT))]
     pub params: Option<String>,
@@ -83,6 +84,9 @@ pub struct MCPServerSpec {
     // Boxed: inline, a PodSpec is 1.4 KiB of every cached object, set or not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_spec: Option<Box<PodSpec>>,
+    /// A stable identity, `kaos://mcpserver/<id>`, in place of `kaos://mcpserver/<namespace>/<name>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security: Option<Security>,
 }
 
 /// The observed state of an MCPServer.

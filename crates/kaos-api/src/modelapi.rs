@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::{
     Conditions, ContainerOverride, DeploymentStatus, GatewayRoute, MAX_MODEL_ID, MAX_URL, Phase,
-    Telemetry, condition_list_schema,
+    Security, Telemetry, condition_list_schema,
 };
 
 /// The longest ModelAPI name: its Deployment and Service `modelapi-<name>` must be a DNS label.
@@ -85,6 +85,9 @@ pub struct ModelAPISpec {
     // Boxed: inline, a PodSpec is 1.4 KiB of every cached object, set or not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_spec: Option<Box<PodSpec>>,
+    /// A stable identity, `kaos://modelapi/<id>`, in place of `kaos://modelapi/<namespace>/<name>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security: Option<Security>,
 }
 
 /// How a ModelAPI serves models.
@@ -288,6 +291,7 @@ mod tests {
             telemetry: None,
             container: None,
             pod_spec: None,
+            security: None,
         };
         assert!(proxy.serves("openai/gpt-4o"));
         assert!(proxy.serves("llama3"));

@@ -186,7 +186,7 @@ fn kubectl_installs_crds_applies_examples_and_reads_them_back() {
     let memory: serde_json::Value = serde_json::from_str(&memory).expect("json");
     assert_eq!(
         memory,
-        serde_json::json!({"enabled": true, "type": "local", "contextLimit": 10, "maxSessions": 1000, "maxSessionEvents": 500})
+        serde_json::json!({"enabled": true, "contextLimit": 10, "maxSessions": 1000, "maxSessionEvents": 500})
     );
 
     // A merge patch bumps the generation.

@@ -189,7 +189,7 @@ fn the_cli_prints_one_line_and_a_hint_on_errors() {
         String::from_utf8_lossy(&out.stdout)
             .matches("kind: CustomResourceDefinition")
             .count(),
-        3
+        kaos_api::crd::all().len()
     );
 }
 
@@ -303,7 +303,7 @@ async fn dev_with_kubeconfig_brings_the_quickstart_to_ready_on_an_existing_clust
         stderr.lines().collect::<Vec<_>>(),
         [
             format!(
-                "kaosctl: {} lacks CRD agents.kaos.tools, CRD modelapis.kaos.tools, CRD mcpservers.kaos.tools, the MCP runtime registry (ConfigMap kaos-system/kaos-mcp-runtimes)",
+                "kaosctl: {} lacks CRD agents.kaos.tools, CRD modelapis.kaos.tools, CRD mcpservers.kaos.tools, CRD memorystores.kaos.tools, the MCP runtime registry (ConfigMap kaos-system/kaos-mcp-runtimes)",
                 server.url().trim_end_matches('/')
             )
             .as_str(),

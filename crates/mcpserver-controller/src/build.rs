@@ -17,6 +17,8 @@ use crate::settings::Settings;
 
 pub const PORT: i32 = 8000;
 pub const CONTAINER: &str = "mcp-server";
+/// Where `spec.params` goes when the runtime names no `paramsEnvVar`.
+pub const DEFAULT_PARAMS_VAR: &str = "MCP_PARAMS";
 /// Selects every child of every MCPServer (the controller's watch caches).
 pub const CHILD_SELECTOR: &str = "app=mcpserver";
 
@@ -107,10 +109,12 @@ pub fn build(
         ),
     })?;
     let mut generated = Vec::new();
-    if let (Some(var), Some(params)) = (
-        runtime.and_then(|r| r.params_env_var.as_deref()),
-        s.spec.params.as_deref(),
-    ) {
+    if let Some(params) = s.spec.params.as_deref() {
+        // A runtime that names no variable (the `kubernetes` runtime, `custom` images) gets
+        // the params in MCP_PARAMS, as KAOS documents: never dropped silently.
+        let var = runtime
+            .and_then(|r| r.params_env_var.as_deref())
+            .unwrap_or(DEFAULT_PARAMS_VAR);
         generated.push(env(var, params));
     }
     let user_at = generated.len();

@@ -105,6 +105,25 @@ fn python_string_names_labels_port_probes_and_params() {
     );
 }
 
+/// KAOS 0.8.4's sample 6: the `kubernetes` runtime, its params as YAML and its ServiceAccount.
+#[test]
+fn the_kubernetes_runtime_gets_its_yaml_params_in_mcp_params() {
+    let params = "allowedNamespaces:\n  - kaos-autonomous\n";
+    let d = built(
+        json!({"runtime": "kubernetes", "serviceAccountName": "k8s-monitor-sa", "params": params}),
+        &[],
+    );
+    let p = pod(&d);
+    assert_eq!(p["serviceAccountName"], "k8s-monitor-sa");
+    assert_eq!(
+        env_names(&p["containers"][0]),
+        vec![
+            ("MCP_PARAMS".to_string(), params.to_string()),
+            ("LOG_LEVEL".to_string(), "INFO".to_string())
+        ]
+    );
+}
+
 #[test]
 fn kubernetes_and_slack_runtimes_use_args_not_command() {
     let d = built(
@@ -150,7 +169,7 @@ fn missing_required_env_is_failed_naming_the_variables() {
 #[test]
 fn custom_takes_everything_from_the_container() {
     let d = built(
-        json!({"runtime": "custom", "params": "ignored without a paramsEnvVar",
+        json!({"runtime": "custom", "params": "region: eu",
         "container": {"image": "ghcr.io/me/tools:1", "command": ["/srv"], "args": ["--port", "8000"],
                       "resources": {"requests": {"cpu": "100m"}}}}),
         &[],
@@ -162,7 +181,11 @@ fn custom_takes_everything_from_the_container() {
     assert_eq!(c["resources"], json!({"requests": {"cpu": "100m"}}));
     assert_eq!(
         env_names(c),
-        vec![("LOG_LEVEL".to_string(), "INFO".to_string())]
+        vec![
+            ("MCP_PARAMS".to_string(), "region: eu".to_string()),
+            ("LOG_LEVEL".to_string(), "INFO".to_string())
+        ],
+        "a custom image gets the params in MCP_PARAMS"
     );
     let err = build(
         &server(json!({"runtime": "custom"})),
