@@ -302,7 +302,10 @@ pub fn build(
         readiness_probe: Some(http_probe("/ready", 10, 5)),
         ..Default::default()
     };
-    apply_container_override(&mut container, user);
+    apply_container_override(&mut container, user).map_err(|message| BuildError {
+        reason: "InvalidContainerPorts",
+        message,
+    })?;
     let mut generated = PodSpec {
         containers: vec![container],
         ..Default::default()

@@ -408,7 +408,8 @@ pub struct MemoryClientParams {
     pub rolling_summary: Option<bool>,
 }
 
-/// The lifecycle phase of an Agent. `Waiting`: the ModelAPI or an MCPServer is not ready yet;
+/// The lifecycle phase of an Agent. `Waiting`: the ModelAPI or an MCPServer is not ready yet
+/// (or, before the first Deployment, the MemoryStore);
 /// `Failed`: something is missing or unsupported, as `message` and the `Ready` condition say.
 // This comment, not one on `AgentStatus::phase`, is the schema's description of `status.phase`.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
@@ -417,7 +418,7 @@ pub enum AgentPhase {
     Pending,
     Ready,
     Failed,
-    /// Waiting for the ModelAPI or an MCPServer to become ready.
+    /// Waiting for the ModelAPI, an MCPServer or (before the first Deployment) the MemoryStore.
     Waiting,
 }
 

@@ -2,7 +2,7 @@
 //! status fields every kind reports.
 
 use k8s_openapi::api::apps::v1::DeploymentCondition;
-use k8s_openapi::api::core::v1::{EnvVar, ResourceRequirements};
+use k8s_openapi::api::core::v1::{ContainerPort, EnvVar, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -63,6 +63,13 @@ pub struct ContainerOverride {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 256), transform = bounded_env_items)]
     pub env: Vec<EnvVar>,
+    /// Ports of the main container, added to the generated one (`http`: 8000, or 11434 for a
+    /// Hosted ModelAPI). A port with the generated one's name or number replaces it and must
+    /// keep its number: the Service and the probes use it. `kaos mcp deploy` writes
+    /// `[{containerPort: 8000, name: http}]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub ports: Vec<ContainerPort>,
 }
 
 /// Kubernetes' quantity syntax (`500m`, `1Gi`, `2`), as controller-gen writes it into CRDs: a

@@ -19,6 +19,7 @@ pub const EMBEDDED_KUBERNETES_TYPES: &[&str] = &[
     "podSpec",
     "resources",
     "env",
+    "ports",
     "secretKeyRef",
     "configMapKeyRef",
     "fromSecretKeyRef",

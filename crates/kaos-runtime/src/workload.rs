@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    Container, EnvVar, PodSpec, PodTemplateSpec, Service, ServicePort, ServiceSpec,
+    Container, ContainerPort, EnvVar, PodSpec, PodTemplateSpec, Service, ServicePort, ServiceSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -191,9 +191,14 @@ pub fn image(container: Option<&ContainerOverride>, default: Option<&str>) -> Op
         .or_else(|| default.filter(|d| !d.is_empty()).map(String::from))
 }
 
-/// Applies the user's `command`, `args` and `resources` (image and env are handled apart).
-pub fn apply_container_override(container: &mut Container, user: Option<&ContainerOverride>) {
-    let Some(user) = user else { return };
+/// Applies the user's `command`, `args`, `resources` and `ports` (image and env are handled
+/// apart). A user port with the generated port's name or number replaces it, and must keep its
+/// number (the Service and the probes use it): the error says so.
+pub fn apply_container_override(
+    container: &mut Container,
+    user: Option<&ContainerOverride>,
+) -> Result<(), String> {
+    let Some(user) = user else { return Ok(()) };
     if !user.command.is_empty() {
         container.command = Some(user.command.clone());
     }
@@ -203,6 +208,24 @@ pub fn apply_container_override(container: &mut Container, user: Option<&Contain
     if user.resources.is_some() {
         container.resources = user.resources.clone();
     }
+    let ports = container.ports.get_or_insert_with(Vec::new);
+    for port in &user.ports {
+        let same = |p: &ContainerPort| {
+            p.container_port == port.container_port || (p.name.is_some() && p.name == port.name)
+        };
+        match ports.iter_mut().find(|p| same(p)) {
+            Some(generated) if generated.container_port != port.container_port => {
+                return Err(format!(
+                    "spec.container.ports: port {} must be {}: the Service and the probes use it",
+                    port.name.as_deref().unwrap_or("http"),
+                    generated.container_port
+                ));
+            }
+            Some(generated) => *generated = port.clone(),
+            None => ports.push(port.clone()),
+        }
+    }
+    Ok(())
 }
 
 /// The effective telemetry of a component: with no component value the operator default; with
@@ -439,6 +462,7 @@ mod tests {
             args: vec![],
             resources: None,
             env: vec![],
+            ports: vec![],
         };
         assert_eq!(
             image(Some(&user), Some("default:1")).as_deref(),
@@ -450,7 +474,7 @@ mod tests {
             args: Some(vec!["--port".into()]),
             ..Default::default()
         };
-        apply_container_override(&mut container, Some(&user));
+        apply_container_override(&mut container, Some(&user)).expect("no ports");
         assert_eq!(container.command, Some(vec!["run".into()]));
         assert_eq!(
             container.args,

@@ -138,7 +138,8 @@ pub fn build(
         readiness_probe: Some(tcp_probe(15, 5, 2)),
         ..Default::default()
     };
-    apply_container_override(&mut container, user);
+    apply_container_override(&mut container, user)
+        .map_err(|message| BuildError::new("InvalidContainerPorts", message))?;
     let service_account = s
         .spec
         .service_account_name

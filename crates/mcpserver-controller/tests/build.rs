@@ -105,6 +105,37 @@ fn python_string_names_labels_port_probes_and_params() {
     );
 }
 
+/// What `kaos mcp deploy IMAGE` writes (kaos-cli 0.8.4): a custom image with its `http` port
+/// and the params in its env.
+#[test]
+fn a_kaos_cli_custom_server_keeps_its_port_and_gets_extra_ones() {
+    let d = built(
+        json!({"runtime": "custom", "container": {"image": "tools:1",
+            "ports": [{"containerPort": 8000, "name": "http"}, {"containerPort": 9090, "name": "metrics"}],
+            "env": [{"name": "MCP_PARAMS", "value": "x"}]}}),
+        &[],
+    );
+    let c = &pod(&d)["containers"][0];
+    assert_eq!(
+        c["ports"],
+        json!([{"containerPort": 8000, "name": "http"}, {"containerPort": 9090, "name": "metrics"}])
+    );
+    let moved = build(
+        &server(
+            json!({"runtime": "custom", "container": {"image": "tools:1",
+            "ports": [{"containerPort": 9000, "name": "http"}]}}),
+        ),
+        &default_registry(),
+        &settings(&[]),
+    )
+    .expect_err("the serving port moved");
+    assert_eq!(moved.reason, "InvalidContainerPorts");
+    assert_eq!(
+        moved.message,
+        "spec.container.ports: port http must be 8000: the Service and the probes use it"
+    );
+}
+
 /// KAOS 0.8.4's sample 6: the `kubernetes` runtime, its params as YAML and its ServiceAccount.
 #[test]
 fn the_kubernetes_runtime_gets_its_yaml_params_in_mcp_params() {

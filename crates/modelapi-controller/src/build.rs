@@ -254,7 +254,8 @@ fn proxy_pod(
         readiness_probe: Some(http_probe("/health/liveliness", PROXY_PORT, 15, 5)),
         ..Default::default()
     };
-    apply_container_override(&mut container, container_override);
+    apply_container_override(&mut container, container_override)
+        .map_err(|message| BuildError::new("InvalidContainerPorts", message))?;
     let pod = PodSpec {
         containers: vec![container],
         volumes: Some(vec![volume]),
@@ -325,7 +326,8 @@ fn hosted_pod(m: &ModelAPI, model: &str, settings: &Settings) -> Result<PodSpec,
         readiness_probe: Some(http_probe("/", OLLAMA_PORT, 10, 5)),
         ..Default::default()
     };
-    apply_container_override(&mut container, container_override);
+    apply_container_override(&mut container, container_override)
+        .map_err(|message| BuildError::new("InvalidContainerPorts", message))?;
     Ok(PodSpec {
         init_containers: Some(vec![pull]),
         containers: vec![container],
