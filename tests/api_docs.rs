@@ -88,7 +88,8 @@ fn api_docs_name_every_field_and_rule_message() {
             .expect("schema");
         let (mut fields, mut messages) = (Vec::new(), Vec::new());
         fields_and_messages(schema, "", false, &mut fields, &mut messages);
-        assert!(fields.len() > 20, "{file}: found {} fields", fields.len());
+        // The smallest kind (AccessGrant) has 7.
+        assert!(fields.len() >= 7, "{file}: found {} fields", fields.len());
         for field in fields {
             if !doc.contains(&format!("| `{field}` |")) {
                 missing.push(format!("{file}: field {field}"));

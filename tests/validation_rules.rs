@@ -25,6 +25,10 @@ fn memorystore(extra: Value) -> Value {
         .extend(extra.as_object().expect("object").clone());
     json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "MemoryStore", "metadata": {"name": "mem"}, "spec": spec})
 }
+fn grant(resources: Value) -> Value {
+    json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "AccessGrant", "metadata": {"name": "g"},
+           "spec": {"subjects": [{"kind": "Group", "name": "researchers"}], "resources": resources}})
+}
 fn memory(memory: Value) -> Value {
     agent(json!({"modelAPI": "m", "model": "x", "config": {"memory": memory}}))
 }
@@ -47,6 +51,13 @@ fn proxy(extra: Value) -> Value {
 fn rejected_cases() -> Vec<(&'static str, Value, &'static str)> {
     let secret = json!({"name": "s", "key": "k"});
     vec![
+        (
+            "a granted resource named and selected",
+            grant(
+                json!([{"kind": "Agent", "name": "a", "selector": {"matchLabels": {"team": "x"}}}]),
+            ),
+            r#"spec.resources[0]: Invalid value: set kind and name together, or selector, not both"#,
+        ),
         (
             "remote memory without a store",
             memory(json!({"type": "remote"})),

@@ -43,7 +43,9 @@ def test_charts_lint_strictly(chart):
 
 def test_default_rendering():
     objects = render()
-    assert names(objects, "CustomResourceDefinition") == ["agents.kaos.tools", "mcpservers.kaos.tools", "memorystores.kaos.tools", "modelapis.kaos.tools"]
+    assert names(objects, "CustomResourceDefinition") == ["accessgrants.kaos.tools", "agents.kaos.tools", "mcpservers.kaos.tools",
+                                                           "memorystores.kaos.tools", "modelapis.kaos.tools",
+                                                           "thirdpartyservices.kaos.tools"]
     for crd in by_kind(objects, "CustomResourceDefinition"):
         assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
     expected = ["kaos-agent-controller", "kaos-mcpserver-controller", "kaos-modelapi-controller"]
@@ -97,7 +99,7 @@ def test_each_controller_can_be_disabled_alone(disabled):
     deployments = names(objects, "Deployment")
     assert f"kaos-{disabled}" not in deployments
     assert len(deployments) == 2
-    assert len(by_kind(objects, "CustomResourceDefinition")) == 4
+    assert len(by_kind(objects, "CustomResourceDefinition")) == 6
 
 
 def test_namespaced_mode_uses_roles_in_each_watched_namespace():

@@ -23,7 +23,8 @@ CHART = REPO / "charts" / "kaos"
 NODES = 3
 RELEASE = "kaos"
 CONTROLLERS = ["agent-controller", "modelapi-controller", "mcpserver-controller"]
-CRDS = ["agents.kaos.tools", "mcpservers.kaos.tools", "memorystores.kaos.tools", "modelapis.kaos.tools"]
+CRDS = ["agents.kaos.tools", "mcpservers.kaos.tools", "memorystores.kaos.tools", "modelapis.kaos.tools",
+        "accessgrants.kaos.tools", "thirdpartyservices.kaos.tools"]
 RESTRICTED = "pod-security.kubernetes.io/enforce=restricted"
 # `up` may build everything first; after that it takes seconds.
 UP_TIMEOUT = int(os.environ.get("KAOS_CONTROL_PLANE_UP_TIMEOUT", "3600"))

@@ -183,6 +183,36 @@ pub struct DeploymentStatus {
     pub conditions: Vec<DeploymentCondition>,
 }
 
+/// The observed state: phase, readiness, endpoint and the owned Deployment's status (the
+/// status of ModelAPI and MemoryStore, which add nothing of their own).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadStatus {
+    /// The lifecycle phase; `Failed` says what to fix in `message` and the `Ready` condition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    /// True when the Deployment has at least one ready replica.
+    #[serde(default)]
+    pub ready: bool,
+    /// Base URL of the resource's Service, `http://<service>.<namespace>.svc.cluster.local:<port>`
+    /// (no path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// A human-readable summary of the phase, e.g. `Deployment ready replicas: 1/1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The owned Deployment's status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment: Option<DeploymentStatus>,
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready` and kind-specific conditions, with machine-readable reasons.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(transform = condition_list_schema)]
+    pub conditions: Conditions,
+}
+
 /// The lifecycle phase of a ModelAPI or MCPServer.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
 pub enum Phase {

@@ -9,6 +9,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 use serde_json::Value;
 
+use crate::access::{AccessGrant, ThirdPartyService};
 use crate::agent::{self, Agent};
 use crate::mcpserver::{self, MCPServer};
 use crate::memorystore::{self, MemoryStore};
@@ -45,6 +46,14 @@ pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
             "kaos.tools_memorystores.yaml",
             compact(MemoryStore::crd(), memorystore::object_rules()),
         ),
+        (
+            "kaos.tools_accessgrants.yaml",
+            compact(AccessGrant::crd(), serde_json::json!([])),
+        ),
+        (
+            "kaos.tools_thirdpartyservices.yaml",
+            compact(ThirdPartyService::crd(), serde_json::json!([])),
+        ),
     ]
 }
 
@@ -74,7 +83,12 @@ fn compact(crd: CustomResourceDefinition, object_rules: Value) -> CustomResource
         for version in versions {
             if let Some(schema) = version.pointer_mut("/schema/openAPIV3Schema") {
                 drop_embedded_descriptions(schema, false);
-                schema["x-kubernetes-validations"] = object_rules.clone();
+                if object_rules
+                    .as_array()
+                    .is_some_and(|rules| !rules.is_empty())
+                {
+                    schema["x-kubernetes-validations"] = object_rules.clone();
+                }
             }
         }
     }

@@ -7,8 +7,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::common::{
-    Conditions, ContainerOverride, DNS_LABEL, DeploymentStatus, GatewayRoute, MAX_ENV_TEXT,
-    MAX_MODEL_ID, Phase, Security, Telemetry, condition_list_schema,
+    ContainerOverride, DNS_LABEL, GatewayRoute, MAX_ENV_TEXT, MAX_MODEL_ID, Security, Telemetry,
+    WorkloadStatus,
 };
 use crate::modelapi;
 
@@ -384,34 +384,8 @@ impl FailureMode {
     }
 }
 
-/// The observed state of a MemoryStore.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct MemoryStoreStatus {
-    /// `Pending` until the ModelAPIs are ready and a pod is ready; `Failed` says what to fix in
-    /// `message`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<Phase>,
-    /// True when the Deployment has at least one ready replica.
-    #[serde(default)]
-    pub ready: bool,
-    /// Base URL of the store's Service, `http://memorystore-<name>.<namespace>.svc.cluster.local:8080`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub endpoint: Option<String>,
-    /// A human-readable summary of the phase.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    /// The owned Deployment's status.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deployment: Option<DeploymentStatus>,
-    /// The `metadata.generation` this status describes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-    /// `Ready`, with a machine-readable reason.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(transform = condition_list_schema)]
-    pub conditions: Conditions,
-}
+/// The observed state of a MemoryStore: `Pending` until the ModelAPIs are ready and a pod is.
+pub type MemoryStoreStatus = WorkloadStatus;
 
 impl MemoryStoreSpec {
     /// Pods to run: the spec's, else 1 for local storage and 2 for external.

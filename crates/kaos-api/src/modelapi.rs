@@ -7,8 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::common::{
-    Conditions, ContainerOverride, DeploymentStatus, GatewayRoute, MAX_MODEL_ID, MAX_URL, Phase,
-    Security, Telemetry, condition_list_schema,
+    ContainerOverride, GatewayRoute, MAX_MODEL_ID, MAX_URL, Security, Telemetry, WorkloadStatus,
 };
 
 /// The longest ModelAPI name: its Deployment and Service `modelapi-<name>` must be a DNS label.
@@ -193,33 +192,7 @@ pub struct HostedConfig {
 }
 
 /// The observed state of a ModelAPI.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ModelAPIStatus {
-    /// The lifecycle phase; `Failed` says what to fix in `message` and the `Ready` condition.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<Phase>,
-    /// True when the Deployment has at least one ready replica.
-    #[serde(default)]
-    pub ready: bool,
-    /// Base URL of the ModelAPI's Service, `http://<service>.<namespace>.svc.cluster.local:<port>`
-    /// (no path).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub endpoint: Option<String>,
-    /// A human-readable summary of the phase, e.g. `Deployment ready replicas: 1/1`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    /// The owned Deployment's status.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deployment: Option<DeploymentStatus>,
-    /// The `metadata.generation` this status describes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-    /// `Ready` and kind-specific conditions, with machine-readable reasons.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(transform = condition_list_schema)]
-    pub conditions: Conditions,
-}
+pub type ModelAPIStatus = WorkloadStatus;
 
 impl ModelAPISpec {
     /// Whether this ModelAPI serves `model`. Proxy: an entry of `proxyConfig.models` equals it,

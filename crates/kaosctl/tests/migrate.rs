@@ -179,7 +179,7 @@ async fn migrate_adopts_kaos_crds_after_stopping_kaos_and_check_sees_kaos_rs_rec
     let (ok, stdout, stderr) = migrate(&kaos, &[]).await;
     assert!(!ok, "{stdout}");
     for line in [
-        "  agents.kaos.tools        no Helm ownership metadata (as KAOS installs it): adopt",
+        "  agents.kaos.tools              no Helm ownership metadata (as KAOS installs it): adopt",
         "  kaos-system/kaos-operator: running (1 replica, 1 pod), Helm release kaos-operator in kaos-system",
         "  2 Agents, 1 ModelAPI, 1 MCPServer",
     ] {
@@ -402,7 +402,7 @@ async fn migrate_errors_are_one_line_and_a_hint() {
     let (ok, stdout, stderr) = migrate(&empty, &["--scale-down-kaos"]).await;
     assert!(!ok, "{stdout}");
     assert!(
-        stdout.contains("  agents.kaos.tools        missing: the chart creates it"),
+        stdout.contains("  agents.kaos.tools              missing: the chart creates it"),
         "{stdout}"
     );
     assert_eq!(
