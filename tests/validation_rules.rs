@@ -86,7 +86,7 @@ fn rejected_cases() -> Vec<(&'static str, Value, &'static str)> {
         (
             "two replicas of local memory storage",
             memorystore(json!({"replicas": 2})),
-            r#"spec.replicas: Invalid value: 2: replicas must be 1 in local storage mode"#,
+            r#"spec.replicas: Invalid value: replicas must be 1 in local storage mode"#,
         ),
         (
             "external memory storage without its settings",

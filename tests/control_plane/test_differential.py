@@ -93,6 +93,18 @@ def modelapi(name, **spec):
             "metadata": {"name": name}, "spec": spec}
 
 
+def memorystore(name, **spec):
+    models = {"summarization": {"modelAPI": "llm", "model": "s"},
+              "embedding": {"modelAPI": "llm", "model": "e"}}
+    return {"apiVersion": "kaos.tools/v1alpha1", "kind": "MemoryStore", "metadata": {"name": name},
+            "spec": {"storage": {"type": "local"}, "models": models, **spec}}
+
+
+def access_grant(name, resources):
+    return {"apiVersion": "kaos.tools/v1alpha1", "kind": "AccessGrant", "metadata": {"name": name},
+            "spec": {"subjects": [{"kind": "Group", "name": "g"}], "resources": resources}}
+
+
 def same_status(what, replies):
     """Both answers have the same code, Status reason and causes (reason, field)."""
     kube, testkit = replies
@@ -401,6 +413,14 @@ CEL_CASES = [
     ("minLength is reported before pattern", "agents", agent("empty", modelAPI="")),
     ("a pattern", "agents", agent("env", container={"env": [{"name": "MY-VAR", "value": "1"}]})),
     ("a quantity", "agents", agent("quantity", container={"resources": {"limits": {"memory": "1 GB"}}})),
+    ("KAOS 0.8.4's memory rules", "agents",
+     agent("memory", config={"memory": {"type": "local", "memoryStore": "m", "tools": "read"}})),
+    ("a rule with a fieldPath on an integer (value printed)", "memorystores",
+     memorystore("replicas", replicas=2)),
+    ("a long rule with ternaries (the compaction marks)", "memorystores",
+     memorystore("marks", shortTerm={"tokenBudget": 64}, mediumTerm={"compactionTrigger": 100})),
+    ("a rule inside a list item", "accessgrants",
+     access_grant("both", [{"kind": "Agent", "name": "a", "selector": {"matchLabels": {"x": "y"}}}])),
 ]
 
 

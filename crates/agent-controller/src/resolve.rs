@@ -28,8 +28,8 @@ pub struct BoundMemory {
     /// The store's Service endpoint. Known from its name, so the pods keep it (and are not rolled)
     /// while the store is away; the runtime's `failureMode` says what requests do meanwhile.
     pub endpoint: String,
-    /// `MEMORY_MAX_READ_SCOPE`: the agent's own, else the store's ceiling (`session` while the
-    /// store is missing).
+    /// `MEMORY_MAX_READ_SCOPE`: the agent's own, else the store's ceiling; `session` while the
+    /// store is missing, as in KAOS (so deleting the store rolls such an agent's pods once).
     pub max_read_scope: ReadScope,
     /// Why the store cannot serve now (missing or not ready): the `MemoryDegraded` message.
     pub degraded: Option<String>,

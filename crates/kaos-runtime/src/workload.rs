@@ -208,6 +208,10 @@ pub fn apply_container_override(
     if user.resources.is_some() {
         container.resources = user.resources.clone();
     }
+    if user.ports.is_empty() {
+        // Untouched, so a pod spec (and its hash) is the same as before `ports` existed.
+        return Ok(());
+    }
     let ports = container.ports.get_or_insert_with(Vec::new);
     for port in &user.ports {
         let same = |p: &ContainerPort| {
@@ -476,6 +480,10 @@ mod tests {
         };
         apply_container_override(&mut container, Some(&user)).expect("no ports");
         assert_eq!(container.command, Some(vec!["run".into()]));
+        assert_eq!(
+            container.ports, None,
+            "no user ports leave the ports (and the pod-spec hash) as they were"
+        );
         assert_eq!(
             container.args,
             Some(vec!["--port".into()]),

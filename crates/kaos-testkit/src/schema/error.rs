@@ -115,12 +115,21 @@ impl FieldError {
         }
     }
 
-    /// A failed CEL rule. kube-apiserver prints the value of a scalar field and no value for an
-    /// object or a list; a rule on the whole object has no path (`<nil>`), and a rule's
-    /// `fieldPath` is printed without its leading dot.
-    pub(crate) fn from_cel(error: kube_cel::ValidationError, object: &Value) -> Self {
+    /// A failed CEL rule. kube-apiserver prints the value of the scalar a rule is declared on,
+    /// and none for an object or a list, nor for a rule that points its error elsewhere with a
+    /// `fieldPath` (the value would be its object's); a rule on the whole object has no path
+    /// (`<nil>`), and a `fieldPath` is printed without its leading dot.
+    pub(crate) fn from_cel(
+        error: kube_cel::ValidationError,
+        object: &Value,
+        schema: &Value,
+    ) -> Self {
+        let declared_here = schema_at(schema, &error.field_path)
+            .and_then(|s| s.get("x-kubernetes-validations"))
+            .and_then(Value::as_array)
+            .is_some_and(|rules| rules.iter().any(|r| r["rule"] == error.rule.as_str()));
         let value = lookup(object, &error.field_path)
-            .filter(|v| !v.is_object() && !v.is_array())
+            .filter(|v| declared_here && !v.is_object() && !v.is_array())
             .cloned();
         let path = match error.field_path.trim_start_matches('.') {
             "" => "<nil>".to_string(),
@@ -216,6 +225,21 @@ impl fmt::Display for FieldError {
 }
 
 /// The value at a field path as CEL reports it (`spec.a.b`, `spec.list[2].c`).
+/// The schema node of the value at `path` (`spec.items[0].name`).
+fn schema_at<'a>(schema: &'a Value, path: &str) -> Option<&'a Value> {
+    let mut current = schema;
+    for part in path.split('.').filter(|p| !p.is_empty()) {
+        let (field, indices) = part.split_once('[').unwrap_or((part, ""));
+        if !field.is_empty() {
+            current = current.get("properties")?.get(field)?;
+        }
+        for _ in indices.split('[').filter(|i| !i.is_empty()) {
+            current = current.get("items")?;
+        }
+    }
+    Some(current)
+}
+
 fn lookup<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
     let mut current = object;
     for part in path.split('.').filter(|p| !p.is_empty()) {

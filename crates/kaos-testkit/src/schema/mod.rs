@@ -79,7 +79,7 @@ impl CrdSchema {
             errors.push(FieldError::cel_skipped());
         } else if let Err(failures) = self.validator.validate_compiled(&self.cel, object, old) {
             let failures = failures.into_vec().into_iter();
-            errors.extend(failures.map(|e| FieldError::from_cel(e, object)));
+            errors.extend(failures.map(|e| FieldError::from_cel(e, object, &self.schema)));
         }
         if errors.is_empty() {
             Ok(())
