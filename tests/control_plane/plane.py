@@ -25,6 +25,7 @@ RELEASE = "kaos"
 CONTROLLERS = ["agent-controller", "modelapi-controller", "mcpserver-controller"]
 CRDS = ["agents.kaos.tools", "mcpservers.kaos.tools", "memorystores.kaos.tools", "modelapis.kaos.tools",
         "accessgrants.kaos.tools", "thirdpartyservices.kaos.tools"]
+KAOS_API = "/apis/kaos.tools/v1alpha1"
 RESTRICTED = "pod-security.kubernetes.io/enforce=restricted"
 # `up` may build everything first; after that it takes seconds.
 UP_TIMEOUT = int(os.environ.get("KAOS_CONTROL_PLANE_UP_TIMEOUT", "3600"))
@@ -147,6 +148,37 @@ class Cluster:
         answer = self.post(f"/api/v1/namespaces/{namespace}/serviceaccounts/"
                            f"{service_account}/token", request)
         return answer["status"]["token"]
+
+    def strip_finalizers(self):
+        """Removes every finalizer from the kaos.tools objects a failed test may have left, so
+        their CRDs can go."""
+        for plural in ("agents", "modelapis", "mcpservers", "memorystores"):
+            for obj in self.items(f"{KAOS_API}/{plural}"):
+                meta = obj["metadata"]
+                if meta.get("finalizers"):
+                    self.kubectl("patch", plural, meta["name"], "-n", meta["namespace"],
+                                 "--type=merge", "-p", '{"metadata":{"finalizers":null}}',
+                                 check=False)
+
+    def delete_crds(self, *extra):
+        """Deletes the kaos.tools CRDs (and the extra ones named) with everything they hold and
+        waits until they are gone, so a suite leaves the cluster as it found it, or fails itself
+        rather than the next suite.
+
+        Each CRD's resources are listed first, until that answers: kube-apiserver starts a CRD's
+        storage at the first request for it, and a CRD deleted while that storage starts fails
+        its cleanup finalizer ("storage is (re)initializing") and can stay Terminating for
+        minutes (seen on CI with a CRD no test had touched)."""
+        for crd in (*CRDS, *extra):
+            found = self.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}")
+            if found is None:
+                continue
+            spec = found["spec"]
+            path = f"/apis/{spec['group']}/{spec['versions'][0]['name']}/{spec['names']['plural']}"
+            wait_until(f"the storage of {crd} to answer",
+                       lambda: self._request("GET", path)[0] == 200, timeout=60, interval=0.2)
+        self.kubectl("delete", "crd", *CRDS, *extra, "--ignore-not-found", "--wait",
+                     "--timeout=120s", timeout=150)
 
     def install_chart(self, namespace, values):
         """`helm install --wait` of charts/kaos as release kaos (values: `--set` pairs)."""
@@ -346,8 +378,7 @@ def remove_chart(plane, namespace):
     found. The CRDs outlive `helm uninstall` by design, and their Helm ownership annotations
     would stop a release in another namespace from adopting them."""
     plane.uninstall_chart(namespace)
-    plane.kubectl("delete", "crd", *CRDS, "--ignore-not-found", "--wait", "--timeout=60s",
-                  check=False, timeout=90)
+    plane.delete_crds()
     delete_namespace(plane, namespace)
 
 

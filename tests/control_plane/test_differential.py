@@ -42,8 +42,7 @@ def servers(plane, tmp_path_factory):
     yield pair
     release_held(pair.kube)
     plane.kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=false")
-    plane.kubectl("delete", "crd", *CRDS, WIDGETS, "--ignore-not-found", "--wait",
-                  "--timeout=90s", timeout=120)
+    plane.delete_crds(WIDGETS)
     testkit.stop()
 
 

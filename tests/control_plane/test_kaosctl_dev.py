@@ -49,13 +49,8 @@ def kubeconfig(plane, tmp_path_factory):
     yield path
     # Leave the plane as found. Our resources' finalizers are gone (the Ctrl-C test deletes
     # them while kaosctl runs); strip any left by a failed test, or the CRDs would never go.
-    for plural in ("agents", "modelapis", "mcpservers"):
-        for obj in plane.items(f"{KAOS}/{plural}"):
-            meta = obj["metadata"]
-            plane.kubectl("patch", plural, meta["name"], "-n", meta["namespace"], "--type=merge",
-                          "-p", '{"metadata":{"finalizers":null}}', check=False)
-    plane.kubectl("delete", "crd", *CRDS, "--ignore-not-found", "--wait", "--timeout=60s",
-                  check=False, timeout=90)
+    plane.strip_finalizers()
+    plane.delete_crds()
     for namespace in (NAMESPACE, SYSTEM_NAMESPACE):
         delete_namespace(plane, namespace)
     for namespace in (NAMESPACE, SYSTEM_NAMESPACE):

@@ -111,13 +111,8 @@ def kaos(plane, tmp_path_factory):
     # Leave the plane as found.
     plane.helm("uninstall", RELEASE, "-n", NAMESPACE, "--wait", check=False)
     plane.helm("uninstall", "kaos-operator", "-n", KAOS_NAMESPACE, "--wait", check=False)
-    for plural in ("agents", "modelapis", "mcpservers"):
-        for obj in plane.items(f"{KAOS}/{plural}"):
-            meta = obj["metadata"]
-            plane.kubectl("patch", plural, meta["name"], "-n", meta["namespace"], "--type=merge",
-                          "-p", '{"metadata":{"finalizers":null}}', check=False)
-    plane.kubectl("delete", "crd", *CRDS, "--ignore-not-found", "--wait", "--timeout=60s",
-                  check=False, timeout=90)
+    plane.strip_finalizers()
+    plane.delete_crds()
     for namespace in (NAMESPACE, APPS, KAOS_NAMESPACE):
         delete_namespace(plane, namespace)
     for namespace in (NAMESPACE, APPS, KAOS_NAMESPACE):

@@ -211,8 +211,6 @@ def test_the_hook_releases_the_finalizers_so_namespace_and_crd_deletion_complete
     assert not plane.items(f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs")
     plane.kubectl("patch", "agents", "worker", "-n", KEPT, "--type=json", "-p",
                   json.dumps([{"op": "remove", "path": "/metadata/finalizers"}]))
-    result = plane.kubectl("delete", "crd", *CRDS, "--wait", "--timeout=60s", check=False,
-                           timeout=90)
-    assert result.returncode == 0, result.stderr
+    plane.delete_crds()
     for crd in CRDS:
         assert plane.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}") is None
