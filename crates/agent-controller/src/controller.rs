@@ -7,16 +7,15 @@
 
 use std::sync::{Arc, Mutex};
 
-use futures::{Stream, StreamExt, stream};
+use futures::stream;
 use kaos_api::mcpserver::MCPServer;
 use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::Runtime;
-use kaos_runtime::index::{Relation, RelationIndex};
+use kaos_runtime::index::RelationIndex;
 use kaos_runtime::reconciler::{ChildKinds, Core, watch_routes, wire};
-use kaos_runtime::stores::{self, Events};
-use kaos_runtime::triggers::{ChangeTracker, name_of};
-use kube::Resource;
+use kaos_runtime::stores;
+use kaos_runtime::triggers::{ChangeTracker, dependents_of, name_of};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::Event;
 use tokio::sync::mpsc;
@@ -33,14 +32,10 @@ pub const PHASES: &[&str] = &["Pending", "Ready", "Failed", "Waiting"];
 
 type Index = Arc<Mutex<RelationIndex>>;
 
-/// A relation and what its dependents read of a `D`.
-type View<D, P> = (Relation, fn(&D) -> P);
-
 pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
     let kinds = ChildKinds {
-        config_maps: false,
-        secrets: false,
         routes: watch_routes(&runtime, settings.gateway.gateway_api_enabled).await,
+        ..Default::default()
     };
     let (mut synced, mut main_stores, mut controllers) = (Vec::new(), Vec::new(), Vec::new());
     for namespace in runtime.namespaces() {
@@ -66,7 +61,7 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
         synced.append(&mut wiring.synced);
         main_stores.push(wiring.store.clone());
         let context = Arc::new(Context {
-            core: Core::new(runtime.clone(), wiring.children.clone(), FINALIZER),
+            core: Core::new(runtime.clone(), wiring.children.clone(), Some(FINALIZER)),
             settings: settings.clone(),
             model_apis,
             mcp_servers,
@@ -127,36 +122,4 @@ fn agent_event_handler(
             }
         }
     }
-}
-
-/// The Agents to reconcile when what they read of a `D` changed: for each relation, the
-/// dependents by that relation of the objects whose view for it changed.
-fn dependents_of<D, P, const N: usize>(
-    events: Events<D>,
-    views: [View<D, P>; N],
-    index: Index,
-) -> impl Stream<Item = ObjectRef<CachedAgent>> + Send + 'static
-where
-    D: Resource + Send + 'static,
-    P: std::hash::Hash + 'static,
-{
-    let mut trackers = views.map(|(relation, view)| (relation, ChangeTracker::new(view)));
-    events.flat_map(move |event| {
-        let Ok(event) = event else {
-            return stream::iter(Vec::new());
-        };
-        let index = index.lock().unwrap_or_else(|e| e.into_inner());
-        let mut dependents: Vec<ObjectRef<CachedAgent>> = Vec::new();
-        for (relation, changes) in &mut trackers {
-            for (namespace, name) in changes.observe(&event) {
-                dependents.extend(
-                    index
-                        .dependents(relation, &namespace, &name)
-                        .into_iter()
-                        .map(|agent| ObjectRef::new(&agent).within(&namespace)),
-                );
-            }
-        }
-        stream::iter(dependents)
-    })
 }

@@ -16,7 +16,8 @@ use std::fmt::{self, Debug};
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::core::DynamicObject;
@@ -44,6 +45,8 @@ pub enum ChildKind {
     ConfigMap,
     Secret,
     HttpRoute,
+    PersistentVolumeClaim,
+    PodDisruptionBudget,
 }
 
 impl ChildKind {
@@ -54,6 +57,8 @@ impl ChildKind {
             ChildKind::ConfigMap => "ConfigMap",
             ChildKind::Secret => "Secret",
             ChildKind::HttpRoute => "HTTPRoute",
+            ChildKind::PersistentVolumeClaim => "PersistentVolumeClaim",
+            ChildKind::PodDisruptionBudget => "PodDisruptionBudget",
         }
     }
 }
@@ -66,6 +71,9 @@ pub enum Child {
     ConfigMap(Box<ConfigMap>),
     Secret(Box<Secret>),
     HttpRoute(Box<DynamicObject>),
+    /// Created once and then left alone (see [`ChildResource::CREATE_ONLY`]).
+    PersistentVolumeClaim(Box<PersistentVolumeClaim>),
+    PodDisruptionBudget(Box<PodDisruptionBudget>),
 }
 
 impl Child {
@@ -76,6 +84,8 @@ impl Child {
             Child::ConfigMap(_) => ChildKind::ConfigMap,
             Child::Secret(_) => ChildKind::Secret,
             Child::HttpRoute(_) => ChildKind::HttpRoute,
+            Child::PersistentVolumeClaim(_) => ChildKind::PersistentVolumeClaim,
+            Child::PodDisruptionBudget(_) => ChildKind::PodDisruptionBudget,
         }
     }
 }
@@ -184,6 +194,10 @@ pub struct Children {
     pub secrets: Option<ChildStore<MetaView<Secret>>>,
     /// None when the Gateway API is neither enabled nor installed.
     pub routes: Option<ChildStore<DynamicObject>>,
+    /// Metadata only; None for kinds without volumes.
+    pub claims: Option<ChildStore<MetaView<PersistentVolumeClaim>>>,
+    /// Metadata only; None for kinds without disruption budgets.
+    pub disruption_budgets: Option<ChildStore<MetaView<PodDisruptionBudget>>>,
     pub expectations: Arc<Expectations>,
 }
 
@@ -228,6 +242,14 @@ impl Children {
                     Some(store) => self.apply(parent, kind, store, *r).await?,
                     None => Applied::Unchanged,
                 },
+                Child::PersistentVolumeClaim(c) => match &self.claims {
+                    Some(store) => self.apply(parent, kind, store, *c).await?,
+                    None => Applied::Unchanged,
+                },
+                Child::PodDisruptionBudget(b) => match &self.disruption_budgets {
+                    Some(store) => self.apply(parent, kind, store, *b).await?,
+                    None => Applied::Unchanged,
+                },
             };
             match outcome {
                 Applied::Unchanged => {}
@@ -258,6 +280,20 @@ impl Children {
                 ChildKind::HttpRoute => match &self.routes {
                     Some(store) => {
                         self.delete::<DynamicObject>(parent, kind, store, &name)
+                            .await?
+                    }
+                    None => false,
+                },
+                ChildKind::PersistentVolumeClaim => match &self.claims {
+                    Some(store) => {
+                        self.delete::<PersistentVolumeClaim>(parent, kind, store, &name)
+                            .await?
+                    }
+                    None => false,
+                },
+                ChildKind::PodDisruptionBudget => match &self.disruption_budgets {
+                    Some(store) => {
+                        self.delete::<PodDisruptionBudget>(parent, kind, store, &name)
                             .await?
                     }
                     None => false,
@@ -296,6 +332,9 @@ impl Children {
                 observed.meta(),
             )));
         }
+        if K::CREATE_ONLY && observed.is_some() {
+            return Ok(Applied::Unchanged);
+        }
         let seen = observed.as_ref().map(|o| Observed {
             resource_version: o.meta().resource_version.as_deref(),
         });
@@ -315,14 +354,17 @@ impl Children {
         }
         if observed.is_none() {
             // Not in our (label-selected) cache: an object of that name may still exist.
-            if let Some(existing) = api.get_opt(&name).await.step(Step::ReadChild, target)?
-                && !controlled_by(existing.meta(), parent.uid)
-            {
-                return Ok(Applied::Conflict(conflict(
-                    kind,
-                    namespace,
-                    existing.meta(),
-                )));
+            if let Some(existing) = api.get_opt(&name).await.step(Step::ReadChild, target)? {
+                if !controlled_by(existing.meta(), parent.uid) {
+                    return Ok(Applied::Conflict(conflict(
+                        kind,
+                        namespace,
+                        existing.meta(),
+                    )));
+                }
+                if K::CREATE_ONLY {
+                    return Ok(Applied::Unchanged);
+                }
             }
         }
         let written = api
@@ -527,6 +569,9 @@ pub trait ChildResource:
     /// Whether the cache keeps the whole object, so drift is read from it (else only its
     /// metadata, and its spec's drift from its content version).
     const CACHED_WHOLE: bool;
+    /// Whether an existing child is left as it is: written once, never updated (a claim's
+    /// size cannot shrink and may not grow on its storage class; the data is the user's).
+    const CREATE_ONLY: bool = false;
     /// What moves whenever the object's content changes: the resourceVersion, unless the kind
     /// has a generation (which status writes leave alone).
     fn content_version(meta: &ObjectMeta) -> Option<String> {
@@ -583,5 +628,26 @@ impl ChildResource for DynamicObject {
     const CACHED_WHOLE: bool = true;
     fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
         Api::namespaced_with(client.clone(), namespace, &http_route_resource())
+    }
+}
+
+impl ChildResource for PersistentVolumeClaim {
+    type Cached = MetaView<PersistentVolumeClaim>;
+    const CACHED_WHOLE: bool = false;
+    const CREATE_ONLY: bool = true;
+    fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
+        Api::namespaced(client.clone(), namespace)
+    }
+}
+
+impl ChildResource for PodDisruptionBudget {
+    type Cached = MetaView<PodDisruptionBudget>;
+    const CACHED_WHOLE: bool = false;
+    /// Its spec moves the generation; the disruption controller's status writes do not.
+    fn content_version(meta: &ObjectMeta) -> Option<String> {
+        meta.generation.map(|g| g.to_string())
+    }
+    fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
+        Api::namespaced(client.clone(), namespace)
     }
 }

@@ -19,7 +19,8 @@ use std::time::Duration;
 use crate::deployment_view::DeploymentView;
 use futures::future::BoxFuture;
 use futures::{FutureExt, Stream, StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{self, Action};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -83,6 +84,9 @@ pub struct ChildKinds {
     /// Secrets the controller writes (a ModelAPI's inline API key), cached as metadata only.
     pub secrets: bool,
     pub routes: bool,
+    /// PersistentVolumeClaims, created once and never updated.
+    pub claims: bool,
+    pub disruption_budgets: bool,
 }
 
 /// A Controller and the caches it reads, before it runs.
@@ -142,12 +146,20 @@ where
 {
     let client = &runtime.client;
     let (store, events) = stores::cache::<K>(client, namespace, "");
+    let expectations = Arc::<Expectations>::default();
     // The primary store's sync is seen in its own events (see `ready` for why not its store).
     let (primary_synced, mut primary_ready) = tokio::sync::watch::channel(false);
+    let forgotten = expectations.clone();
     let primary = events
         .inspect_ok(move |event| {
-            if matches!(event, watcher::Event::InitDone) {
-                primary_synced.send_replace(true);
+            match event {
+                watcher::Event::InitDone => {
+                    primary_synced.send_replace(true);
+                }
+                // Gone: no reconcile will see it again (a kind without a finalizer is never
+                // reconciled while deleting), so its status write is forgotten here.
+                watcher::Event::Delete(object) => forgotten.forget(&status_key(object)),
+                _ => {}
             }
             on_event(event)
         })
@@ -164,7 +176,6 @@ where
                 ))
             }
         });
-    let expectations = Arc::<Expectations>::default();
     let (deployments, deployment_events) =
         stores::child_cache::<DeploymentView>(client, namespace, selector);
     let deployment_events = child_changes(deployment_events, &expectations, ChildKind::Deployment);
@@ -174,7 +185,7 @@ where
     let config = controller::Config::default()
         .concurrency(runtime.args.max_concurrent_reconciles)
         .debounce(runtime.args.reconcile_debounce);
-    let mut controller = Controller::for_stream(primary, store.clone())
+    let controller = Controller::for_stream(primary, store.clone())
         .with_config(config)
         .owns_stream(deployment_events.inspect_ok(enqueue_owners::<K, _>(runtime)))
         .owns_stream(service_events.inspect_ok(enqueue_owners::<K, _>(runtime)));
@@ -183,22 +194,27 @@ where
     }
     .boxed();
     let mut synced = vec![primary_synced, ready(&deployments), ready(&services)];
-    let mut config_maps = None;
-    if kinds.config_maps {
-        let (store, events) = stores::child_cache::<ConfigMap>(client, namespace, selector);
-        let events = child_changes(events, &expectations, ChildKind::ConfigMap);
-        controller = controller.owns_stream(events.inspect_ok(enqueue_owners::<K, _>(runtime)));
-        synced.push(ready(&store));
-        config_maps = Some(store);
-    }
-    let mut secrets = None;
-    if kinds.secrets {
-        let (store, events) = stores::child_cache::<MetaView<Secret>>(client, namespace, selector);
-        let events = child_changes(events, &expectations, ChildKind::Secret);
-        controller = controller.owns_stream(events.inspect_ok(enqueue_owners::<K, _>(runtime)));
-        synced.push(ready(&store));
-        secrets = Some(store);
-    }
+    let mut optional = OptionalChildren {
+        runtime,
+        namespace,
+        selector,
+        expectations: &expectations,
+        synced: &mut synced,
+    };
+    let (controller, config_maps) =
+        optional.cache::<K, ConfigMap>(kinds.config_maps, controller, ChildKind::ConfigMap);
+    let (controller, secrets) =
+        optional.cache::<K, MetaView<Secret>>(kinds.secrets, controller, ChildKind::Secret);
+    let (controller, claims) = optional.cache::<K, MetaView<PersistentVolumeClaim>>(
+        kinds.claims,
+        controller,
+        ChildKind::PersistentVolumeClaim,
+    );
+    let (mut controller, disruption_budgets) = optional.cache::<K, MetaView<PodDisruptionBudget>>(
+        kinds.disruption_budgets,
+        controller,
+        ChildKind::PodDisruptionBudget,
+    );
     let mut routes = None;
     if kinds.routes {
         let resource = http_route_resource();
@@ -218,10 +234,43 @@ where
             config_maps,
             secrets,
             routes,
+            claims,
+            disruption_budgets,
             expectations,
         },
         synced,
         runtime: runtime.clone(),
+    }
+}
+
+/// What wiring an optional child kind needs: its slim cache joins the Controller's triggers and
+/// the caches to sync.
+struct OptionalChildren<'a> {
+    runtime: &'a Runtime,
+    namespace: Option<&'a str>,
+    selector: &'a str,
+    expectations: &'a Arc<Expectations>,
+    synced: &'a mut Vec<BoxFuture<'static, ()>>,
+}
+
+impl OptionalChildren<'_> {
+    /// The cache of `C` when `wanted`, with `controller` triggered by its changes.
+    fn cache<K: Primary, C: stores::Watched + Resource<DynamicType = ()>>(
+        &mut self,
+        wanted: bool,
+        controller: Controller<K>,
+        kind: ChildKind,
+    ) -> (Controller<K>, Option<ChildStore<C>>) {
+        if !wanted {
+            return (controller, None);
+        }
+        let (store, events) =
+            stores::child_cache::<C>(&self.runtime.client, self.namespace, self.selector);
+        let events = child_changes(events, self.expectations, kind);
+        let controller =
+            controller.owns_stream(events.inspect_ok(enqueue_owners::<K, _>(self.runtime)));
+        self.synced.push(ready(&store));
+        (controller, Some(store))
     }
 }
 
@@ -318,22 +367,25 @@ pub struct Core {
     pub runtime: Runtime,
     pub children: Children,
     pub events: Events,
-    pub finalizer: &'static str,
-    /// Status writes this process made and the cache may not show yet.
+    /// None for kinds that keep none (a MemoryStore, as in KAOS: nothing to finalize).
+    pub finalizer: Option<&'static str>,
+    /// Status writes this process made and the cache may not show yet (in the children's
+    /// expectations, which forget a parent's entry when the watch reports it deleted).
     status_writes: Arc<Expectations>,
     /// Per parent, the next look at a missing reference.
     reference_rechecks: Arc<Backoff>,
 }
 
 impl Core {
-    pub fn new(runtime: Runtime, children: Children, finalizer: &'static str) -> Self {
+    pub fn new(runtime: Runtime, children: Children, finalizer: Option<&'static str>) -> Self {
         let events = runtime.events();
+        let status_writes = children.expectations.clone();
         Self {
             runtime,
             children,
             events,
             finalizer,
-            status_writes: Arc::default(),
+            status_writes,
             reference_rechecks: Arc::new(reference_rechecks()),
         }
     }
@@ -378,19 +430,22 @@ impl Core {
 
     /// Adds the finalizer if missing, returning the object as written.
     async fn hold<K: Primary>(&self, object: Arc<K>) -> Result<Arc<K>, ReconcileError> {
+        let Some(finalizer) = self.finalizer else {
+            return Ok(object);
+        };
         let finalizers = object.finalizers();
-        if finalizers.iter().any(|f| f == self.finalizer) {
+        if finalizers.iter().any(|f| f == finalizer) {
             return Ok(object);
         }
         let patch = if object.meta().finalizers.is_none() {
             json!([
                 {"op": "test", "path": "/metadata/finalizers", "value": null},
-                {"op": "add", "path": "/metadata/finalizers", "value": [self.finalizer]},
+                {"op": "add", "path": "/metadata/finalizers", "value": [finalizer]},
             ])
         } else {
             json!([
                 {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
-                {"op": "add", "path": "/metadata/finalizers/-", "value": self.finalizer},
+                {"op": "add", "path": "/metadata/finalizers/-", "value": finalizer},
             ])
         };
         let written = self
@@ -409,12 +464,15 @@ impl Core {
 
     /// Removes the finalizer of an object being deleted.
     async fn release<K: Primary>(&self, object: &K) -> Result<(), ReconcileError> {
-        let Some(index) = object.finalizers().iter().position(|f| f == self.finalizer) else {
+        let Some(finalizer) = self.finalizer else {
+            return Ok(());
+        };
+        let Some(index) = object.finalizers().iter().position(|f| f == finalizer) else {
             return Ok(());
         };
         let path = format!("/metadata/finalizers/{index}");
         let patch = json!([
-            {"op": "test", "path": path, "value": self.finalizer},
+            {"op": "test", "path": path, "value": finalizer},
             {"op": "remove", "path": path},
         ]);
         match self

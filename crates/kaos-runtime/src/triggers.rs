@@ -12,7 +12,13 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use kube::Resource;
 use kube::runtime::watcher::Event;
 
-use crate::index::Name;
+use std::sync::{Arc, Mutex};
+
+use futures::{Stream, StreamExt, stream};
+use kube::runtime::reflector::ObjectRef;
+
+use crate::index::{Name, Relation, RelationIndex};
+use crate::stores::Events;
 
 /// The primary's predicate: its generation (spec changes), whether it is being deleted, and its
 /// labels and annotations (which users set to ask for a change). Status and finalizer writes
@@ -160,6 +166,43 @@ pub fn name_of<K: Resource>(object: &K) -> Name {
         meta.namespace.clone().unwrap_or_default(),
         meta.name.clone().unwrap_or_default(),
     )
+}
+
+/// A relation and what its dependents read of a `D`.
+pub type View<D, P> = (Relation, fn(&D) -> P);
+
+/// The objects of kind `K` to reconcile when what they read of a `D` changed: for each
+/// relation, the dependents (in `index`) by that relation of the objects whose view for it
+/// changed. Work per event is proportional to those dependents.
+pub fn dependents_of<K, D, P, const N: usize>(
+    events: Events<D>,
+    views: [View<D, P>; N],
+    index: Arc<Mutex<RelationIndex>>,
+) -> impl Stream<Item = ObjectRef<K>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + 'static,
+    D: Resource + Send + 'static,
+    P: Hash + 'static,
+{
+    let mut trackers = views.map(|(relation, view)| (relation, ChangeTracker::new(view)));
+    events.flat_map(move |event| {
+        let Ok(event) = event else {
+            return stream::iter(Vec::new());
+        };
+        let index = index.lock().unwrap_or_else(|e| e.into_inner());
+        let mut dependents: Vec<ObjectRef<K>> = Vec::new();
+        for (relation, changes) in &mut trackers {
+            for (namespace, name) in changes.observe(&event) {
+                dependents.extend(
+                    index
+                        .dependents(relation, &namespace, &name)
+                        .into_iter()
+                        .map(|dependent| ObjectRef::new(&dependent).within(&namespace)),
+                );
+            }
+        }
+        stream::iter(dependents)
+    })
 }
 
 #[cfg(test)]

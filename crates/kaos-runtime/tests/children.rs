@@ -71,6 +71,8 @@ async fn setup() -> Setup {
         config_maps: Some(config_maps),
         secrets: None,
         routes: None,
+        claims: None,
+        disruption_budgets: None,
         expectations: Arc::default(),
     };
     Setup {
@@ -298,9 +300,11 @@ async fn status_is_written_once_per_change_and_dropped_fields_go() {
         config_maps: None,
         secrets: None,
         routes: None,
+        claims: None,
+        disruption_budgets: None,
         expectations: Arc::default(),
     };
-    let core = Core::new(runtime, children, "kaos.tools/test");
+    let core = Core::new(runtime, children, Some("kaos.tools/test"));
     let agents: Api<Agent> = Api::default_namespaced(client);
     let agent: Agent =
         serde_json::from_value(json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "Agent",

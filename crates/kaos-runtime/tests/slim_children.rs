@@ -71,6 +71,8 @@ impl Setup {
             config_maps: None,
             secrets: None,
             routes: None,
+            claims: None,
+            disruption_budgets: None,
             expectations: Arc::default(),
         }
     }

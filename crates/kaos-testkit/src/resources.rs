@@ -141,6 +141,16 @@ const BUILTINS: &[Builtin] = &[
         false,
     ),
     builtin("", "v1", "Event", "events", true, &["ev"], false, false),
+    builtin(
+        "",
+        "v1",
+        "PersistentVolumeClaim",
+        "persistentvolumeclaims",
+        true,
+        &["pvc"],
+        true,
+        false,
+    ),
     builtin("", "v1", "Pod", "pods", true, &["po"], true, false),
     builtin(
         "apps",

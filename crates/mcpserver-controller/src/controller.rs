@@ -21,9 +21,8 @@ pub const PHASES: &[&str] = &["Pending", "Ready", "Failed"];
 
 pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
     let kinds = ChildKinds {
-        config_maps: false,
-        secrets: false,
         routes: watch_routes(&runtime, settings.gateway.gateway_api_enabled).await,
+        ..Default::default()
     };
     let (mut synced, mut main_stores, mut controllers) = (Vec::new(), Vec::new(), Vec::new());
     for namespace in runtime.namespaces() {
@@ -52,7 +51,7 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
         synced.append(&mut wiring.synced);
         main_stores.push(wiring.store.clone());
         let context = Arc::new(Context {
-            core: Core::new(runtime.clone(), wiring.children.clone(), FINALIZER),
+            core: Core::new(runtime.clone(), wiring.children.clone(), Some(FINALIZER)),
             settings: settings.clone(),
             registry: registry_store,
         });

@@ -19,6 +19,7 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
         config_maps: true,
         secrets: true,
         routes: watch_routes(&runtime, settings.gateway.gateway_api_enabled).await,
+        ..Default::default()
     };
     let (mut synced, mut main_stores, mut controllers) = (Vec::new(), Vec::new(), Vec::new());
     for namespace in runtime.namespaces() {
@@ -32,7 +33,7 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
         synced.append(&mut wiring.synced);
         main_stores.push(wiring.store.clone());
         let context = Arc::new(Context {
-            core: Core::new(runtime.clone(), wiring.children.clone(), FINALIZER),
+            core: Core::new(runtime.clone(), wiring.children.clone(), Some(FINALIZER)),
             settings: settings.clone(),
         });
         controllers.push(wiring.run(&runtime, reconcile, error_policy, context));

@@ -1,0 +1,423 @@
+//! MemoryStore spec + its model service → the children that serve it: the Deployment, the
+//! Service, the data claim of `local` storage, the disruption budget of a store with two pods or
+//! more, and the HTTPRoute when the gateway is on. Pure: no IO.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::DeploymentStrategy;
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, PersistentVolumeClaim,
+    PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, PodSpec, Probe, Volume,
+    VolumeMount, VolumeResourceRequirements,
+};
+use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kaos_api::memorystore::{
+    DEFAULT_VOLUME_SIZE, MemoryStore, MemoryStoreSpec, PORT, StorageType, service_name,
+};
+use kaos_runtime::converge::{Child, ChildKind, ChildSet, WorkloadChildren};
+use kaos_runtime::pod_security::secure_pod;
+use kaos_runtime::podspec::merge_pod_spec;
+use kaos_runtime::workload::{
+    Workload, apply_container_override, env, image, merge_telemetry, owner_of, python_otel_env,
+    with_user_env,
+};
+use kube::ResourceExt;
+
+use crate::models::ModelService;
+use crate::settings::Settings;
+
+pub const CONTAINER: &str = "memory";
+/// Where `local` storage keeps Chroma and SQLite (`KAOS_MEMORY_LOCAL_PATH`).
+pub const DATA_PATH: &str = "/data/memory";
+pub const DATA_VOLUME: &str = "data";
+/// Selects every child of every MemoryStore (the controller's watch caches).
+pub const CHILD_SELECTOR: &str = "app=memorystore";
+
+/// A spec the controller cannot turn into children: a condition reason and what to fix.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct BuildError {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl BuildError {
+    fn new(reason: &'static str, message: String) -> Self {
+        Self { reason, message }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Desired {
+    pub workload: WorkloadChildren,
+    /// `local` storage's claim, created once and never updated.
+    pub claim: Option<PersistentVolumeClaim>,
+    /// With two pods or more; absent otherwise, so a drain of a single pod is never blocked.
+    pub disruption_budget: Option<PodDisruptionBudget>,
+    pub endpoint: String,
+}
+
+impl Desired {
+    /// The set to converge to: the claim first (the pods mount it), then the workload, then the
+    /// disruption budget (or its absence).
+    pub fn into_set(self) -> ChildSet {
+        let name = self.workload.deployment.name_any();
+        let mut set = ChildSet::default();
+        if let Some(claim) = self.claim {
+            set.apply
+                .push(Child::PersistentVolumeClaim(Box::new(claim)));
+        }
+        let workload = self.workload.into_set();
+        set.apply.extend(workload.apply);
+        set.absent.extend(workload.absent);
+        match self.disruption_budget {
+            Some(budget) => set.apply.push(Child::PodDisruptionBudget(Box::new(budget))),
+            None => set.absent.push((ChildKind::PodDisruptionBudget, name)),
+        }
+        set
+    }
+}
+
+/// `memorystore-<name>`: the Deployment, Service, disruption budget and HTTPRoute.
+pub fn deployment_name(name: &str) -> String {
+    service_name(name)
+}
+
+/// `memorystore-<name>-data`: the claim of `local` storage.
+pub fn claim_name(name: &str) -> String {
+    format!("memorystore-{name}-data")
+}
+
+pub fn labels(name: &str) -> BTreeMap<String, String> {
+    [
+        ("app".to_string(), "memorystore".to_string()),
+        ("memorystore".to_string(), name.to_string()),
+    ]
+    .into()
+}
+
+fn http_probe(path: &str, initial_delay: i32, period: i32) -> Probe {
+    Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some(path.into()),
+            port: IntOrString::Int(PORT),
+            ..Default::default()
+        }),
+        initial_delay_seconds: Some(initial_delay),
+        period_seconds: Some(period),
+        timeout_seconds: Some(5),
+        failure_threshold: Some(3),
+        ..Default::default()
+    }
+}
+
+/// Where memories are kept: `KAOS_MEMORY_STORAGE_TYPE` and the settings of that storage, the
+/// PostgreSQL DSN read by the pod from its Secret (never by us).
+fn storage_env(spec: &MemoryStoreSpec) -> Vec<EnvVar> {
+    let storage = &spec.storage;
+    let mut vars = vec![env(
+        "KAOS_MEMORY_STORAGE_TYPE",
+        storage.storage_type.as_str(),
+    )];
+    match storage.storage_type {
+        StorageType::Local => {
+            vars.push(env("KAOS_MEMORY_LOCAL_PATH", DATA_PATH));
+            if let Some(collection) = storage.local.as_ref().and_then(|l| l.collection.as_ref()) {
+                vars.push(env("KAOS_MEMORY_LOCAL_COLLECTION", collection.clone()));
+            }
+        }
+        StorageType::External => {
+            if let Some(external) = &storage.external {
+                vars.push(EnvVar {
+                    name: "KAOS_MEMORY_EXTERNAL_DSN".into(),
+                    value: None,
+                    value_from: Some(EnvVarSource {
+                        secret_key_ref: Some(external.connection_secret_ref.clone()),
+                        ..Default::default()
+                    }),
+                });
+                vars.push(env(
+                    "KAOS_MEMORY_EXTERNAL_DIMS",
+                    external.embedding_dims.to_string(),
+                ));
+                if let Some(collection) = &external.collection {
+                    vars.push(env("KAOS_MEMORY_EXTERNAL_COLLECTION", collection.clone()));
+                }
+            }
+        }
+    }
+    vars
+}
+
+/// The models: one base URL for both roles, and the two model ids.
+fn model_env(spec: &MemoryStoreSpec, models: &ModelService) -> Vec<EnvVar> {
+    vec![
+        env("KAOS_MEMORY_MODEL_BASE_URL", models.base_url.clone()),
+        env(
+            "KAOS_MEMORY_SUMMARIZATION_MODEL",
+            spec.models.summarization.model.clone(),
+        ),
+        env(
+            "KAOS_MEMORY_EMBEDDING_MODEL",
+            spec.models.embedding.model.clone(),
+        ),
+    ]
+}
+
+/// Adds `name` when the field is set (the service's default applies otherwise).
+fn push_set(vars: &mut Vec<EnvVar>, name: &str, value: Option<impl ToString>) {
+    if let Some(value) = value {
+        vars.push(env(name, value.to_string()));
+    }
+}
+
+/// The tiers, only the fields that are set, in KAOS's order; then the request concurrency and
+/// the default failure mode. Numbers print as Go does (`0.4`, `true`).
+fn tier_env(spec: &MemoryStoreSpec) -> Vec<EnvVar> {
+    let mut vars = Vec::new();
+    let text = |t: &Option<String>| t.clone().filter(|t| !t.is_empty());
+    if let Some(short) = &spec.short_term {
+        push_set(&mut vars, "KAOS_MEMORY_TOKEN_BUDGET", short.token_budget);
+        push_set(
+            &mut vars,
+            "KAOS_MEMORY_HARD_EVENT_CAP",
+            short.hard_event_cap,
+        );
+    }
+    if let Some(medium) = &spec.medium_term {
+        push_set(&mut vars, "KAOS_MEMORY_ROLLING_SUMMARY", medium.enabled);
+        push_set(
+            &mut vars,
+            "KAOS_MEMORY_COMPACTION_TRIGGER",
+            medium.compaction_trigger,
+        );
+        push_set(
+            &mut vars,
+            "KAOS_MEMORY_COMPACTION_TARGET",
+            medium.compaction_target,
+        );
+        push_set(
+            &mut vars,
+            "KAOS_MEMORY_DIGEST_RETENTION",
+            medium.digest_retention,
+        );
+        push_set(
+            &mut vars,
+            "KAOS_MEMORY_SUMMARIZATION_SYSTEM_PROMPT",
+            text(&medium.system_prompt),
+        );
+    }
+    if let Some(long) = &spec.long_term {
+        push_set(&mut vars, "KAOS_MEMORY_LONG_TERM_ENABLED", long.enabled);
+        push_set(&mut vars, "KAOS_MEMORY_DEFAULT_TOP_K", long.default_top_k);
+        push_set(
+            &mut vars,
+            "KAOS_MEMORY_SCORE_THRESHOLD",
+            long.score_threshold,
+        );
+        push_set(&mut vars, "KAOS_MEMORY_RERANK", long.rerank);
+        if let Some(extraction) = &long.extraction {
+            push_set(
+                &mut vars,
+                "KAOS_MEMORY_EXTRACTION_CONCURRENCY",
+                Some(extraction.concurrency),
+            );
+            push_set(
+                &mut vars,
+                "KAOS_MEMORY_EXTRACTION_MAX_RETRIES",
+                extraction.max_retries,
+            );
+            push_set(
+                &mut vars,
+                "KAOS_MEMORY_EXTRACTION_SYSTEM_PROMPT",
+                text(&extraction.system_prompt),
+            );
+        }
+    }
+    push_set(
+        &mut vars,
+        "KAOS_MEMORY_REQUEST_CONCURRENCY",
+        spec.request_concurrency,
+    );
+    vars.push(env(
+        "KAOS_MEMORY_DEFAULT_FAILURE_MODE",
+        spec.default_failure_mode.as_str(),
+    ));
+    vars
+}
+
+/// The memory container's environment, in KAOS's order: storage, models, tiers, telemetry,
+/// then the user's `container.env` (a name the user sets replaces ours where it stands).
+pub fn environment(store: &MemoryStore, models: &ModelService, settings: &Settings) -> Vec<EnvVar> {
+    let spec = &store.spec;
+    let name = deployment_name(&store.name_any());
+    let namespace = store.namespace().unwrap_or_else(|| "default".into());
+    let mut generated = storage_env(spec);
+    generated.extend(model_env(spec, models));
+    generated.extend(tier_env(spec));
+    let telemetry = merge_telemetry(spec.telemetry.as_ref(), &settings.data_plane);
+    generated.extend(python_otel_env(&name, &namespace, telemetry.as_ref()));
+    let user = spec
+        .container
+        .as_ref()
+        .map(|c| c.env.as_slice())
+        .unwrap_or_default();
+    let at = generated.len();
+    with_user_env(generated, user, at)
+}
+
+fn claim(store: &MemoryStore, workload: &Workload) -> Result<PersistentVolumeClaim, BuildError> {
+    let size = store
+        .spec
+        .storage
+        .local
+        .as_ref()
+        .and_then(|l| l.persistent_volume.as_ref())
+        .map(|v| v.size.clone())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| DEFAULT_VOLUME_SIZE.into());
+    Ok(PersistentVolumeClaim {
+        metadata: ObjectMeta {
+            name: Some(claim_name(&store.name_any())),
+            namespace: Some(workload.namespace.clone()),
+            labels: Some(workload.labels.clone()),
+            owner_references: Some(vec![workload.owner.clone()]),
+            ..Default::default()
+        },
+        spec: Some(PersistentVolumeClaimSpec {
+            access_modes: Some(vec!["ReadWriteOnce".into()]),
+            resources: Some(VolumeResourceRequirements {
+                requests: Some([("storage".to_string(), Quantity(size))].into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        status: None,
+    })
+}
+
+fn disruption_budget(workload: &Workload) -> PodDisruptionBudget {
+    PodDisruptionBudget {
+        metadata: ObjectMeta {
+            name: Some(workload.name.clone()),
+            namespace: Some(workload.namespace.clone()),
+            labels: Some(workload.labels.clone()),
+            owner_references: Some(vec![workload.owner.clone()]),
+            ..Default::default()
+        },
+        spec: Some(PodDisruptionBudgetSpec {
+            min_available: Some(IntOrString::Int(1)),
+            selector: Some(LabelSelector {
+                match_labels: Some(workload.labels.clone()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+pub fn build(
+    store: &MemoryStore,
+    models: &ModelService,
+    settings: &Settings,
+) -> Result<Desired, BuildError> {
+    let name = store.name_any();
+    let namespace = store.namespace().unwrap_or_else(|| "default".into());
+    let spec = &store.spec;
+    let user = spec.container.as_ref();
+    let image = image(user, settings.default_memory_service_image.as_deref()).ok_or_else(|| {
+        BuildError::new(
+            "NoImage",
+            "no memory service image: set spec.container.image, or DEFAULT_MEMORY_SERVICE_IMAGE \
+             on the memorystore-controller (the chart's defaultImages.memoryService)"
+                .into(),
+        )
+    })?;
+    let local = spec.storage.storage_type == StorageType::Local;
+    let mut container = Container {
+        name: CONTAINER.into(),
+        image: Some(image),
+        ports: Some(vec![ContainerPort {
+            container_port: PORT,
+            name: Some("http".into()),
+            protocol: Some("TCP".into()),
+            ..Default::default()
+        }]),
+        env: Some(environment(store, models, settings)),
+        liveness_probe: Some(http_probe("/healthz", 10, 15)),
+        readiness_probe: Some(http_probe("/readyz", 5, 10)),
+        volume_mounts: local.then(|| {
+            vec![VolumeMount {
+                name: DATA_VOLUME.into(),
+                mount_path: DATA_PATH.into(),
+                ..Default::default()
+            }]
+        }),
+        ..Default::default()
+    };
+    apply_container_override(&mut container, user)
+        .map_err(|message| BuildError::new("InvalidContainerPorts", message))?;
+    let mut generated_pod = PodSpec {
+        containers: vec![container],
+        volumes: local.then(|| {
+            vec![Volume {
+                name: DATA_VOLUME.into(),
+                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                    claim_name: claim_name(&name),
+                    read_only: None,
+                }),
+                ..Default::default()
+            }]
+        }),
+        ..Default::default()
+    };
+    // The memory service never calls the Kubernetes API: no token.
+    secure_pod(&mut generated_pod, settings.data_plane.pod_security, false);
+    let pod = match &spec.pod_spec {
+        Some(patch) => merge_pod_spec(&generated_pod, patch)
+            .map_err(|e| BuildError::new("InvalidPodSpec", e.to_string()))?,
+        None => generated_pod,
+    };
+    let workload = Workload {
+        name: deployment_name(&name),
+        namespace,
+        labels: labels(&name),
+        owner: owner_of(store),
+        port: PORT,
+    };
+    let replicas = spec.effective_replicas();
+    let mut deployment = workload.deployment(pod, Some(replicas));
+    if local && let Some(deployment_spec) = deployment.spec.as_mut() {
+        // One pod owns the claim's Chroma and SQLite files: the old pod stops before the new
+        // one starts, so two never write them at once (and a ReadWriteOnce volume never has to
+        // attach to two nodes).
+        deployment_spec.strategy = Some(DeploymentStrategy {
+            type_: Some("Recreate".into()),
+            rolling_update: None,
+        });
+    }
+    let timeout = spec
+        .gateway_route
+        .as_ref()
+        .and_then(|g| g.timeout.as_deref());
+    Ok(Desired {
+        claim: local.then(|| claim(store, &workload)).transpose()?,
+        disruption_budget: (replicas >= 2).then(|| disruption_budget(&workload)),
+        endpoint: workload.endpoint(),
+        workload: WorkloadChildren {
+            deployment,
+            service: Some(workload.service()),
+            http_route: workload.http_route(
+                "memorystore",
+                &name,
+                timeout,
+                &settings.gateway_default_timeout,
+                &settings.gateway,
+            ),
+        },
+    })
+}

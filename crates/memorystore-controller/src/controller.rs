@@ -1,0 +1,72 @@
+//! Wires the caches, the relation index and the triggers into one kube-runtime Controller per
+//! watched namespace. A MemoryStore is reconciled when its spec changes or it is deleted, when
+//! one of its children changes, and when the readiness or endpoint of a ModelAPI it names
+//! changes (found in the relation index kept from the MemoryStore watch events, never by
+//! scanning the MemoryStore cache).
+
+use std::sync::{Arc, Mutex};
+
+use kaos_api::memorystore::MemoryStore;
+use kaos_api::modelapi::ModelAPI;
+use kaos_runtime::Runtime;
+use kaos_runtime::index::RelationIndex;
+use kaos_runtime::reconciler::{ChildKinds, Core, watch_routes, wire};
+use kaos_runtime::stores;
+use kaos_runtime::triggers::{dependents_of, name_of};
+use kube::runtime::watcher::Event;
+
+use crate::build::CHILD_SELECTOR;
+use crate::models::{self, MODEL_API};
+use crate::reconcile::{Context, error_policy, phase_of, reconcile};
+use crate::settings::Settings;
+
+pub const PHASES: &[&str] = &["Pending", "Ready", "Failed"];
+
+pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
+    let kinds = ChildKinds {
+        routes: watch_routes(&runtime, settings.gateway.gateway_api_enabled).await,
+        claims: true,
+        disruption_budgets: true,
+        ..Default::default()
+    };
+    let (mut synced, mut main_stores, mut controllers) = (Vec::new(), Vec::new(), Vec::new());
+    for namespace in runtime.namespaces() {
+        let ns = namespace.as_deref();
+        let index = Arc::new(Mutex::new(RelationIndex::default()));
+        let edges = index.clone();
+        let on_store_event = move |event: &Event<MemoryStore>| {
+            let mut index = edges.lock().unwrap_or_else(|e| e.into_inner());
+            match event {
+                Event::Apply(store) | Event::InitApply(store) => {
+                    index.set(&name_of(store), models::edges(store))
+                }
+                Event::Delete(store) => index.remove(&name_of(store)),
+                Event::Init | Event::InitDone => {}
+            }
+        };
+        let mut wiring = wire::<MemoryStore>(&runtime, ns, CHILD_SELECTOR, kinds, on_store_event);
+        let (model_apis, model_api_events) = stores::cache::<ModelAPI>(&runtime.client, ns, "");
+        let apis = model_apis.clone();
+        wiring.synced.push(Box::pin(async move {
+            let _ = apis.wait_until_ready().await;
+        }));
+        synced.append(&mut wiring.synced);
+        main_stores.push(wiring.store.clone());
+        let context = Arc::new(Context {
+            // No finalizer, as in KAOS: the children go by garbage collection.
+            core: Core::new(runtime.clone(), wiring.children.clone(), None),
+            settings: settings.clone(),
+            model_apis,
+        });
+        let wiring = wiring.reconcile_on(dependents_of(
+            model_api_events,
+            [(MODEL_API, models::model_api_view)],
+            index,
+        ));
+        controllers.push(wiring.run(&runtime, reconcile, error_policy, context));
+    }
+    runtime.mark_ready_when(synced);
+    runtime.track_phases("MemoryStore", PHASES, main_stores, phase_of);
+    futures::future::join_all(controllers).await;
+    Ok(())
+}

@@ -1,0 +1,93 @@
+//! One reconcile: resolve the ModelAPIs (wait while they are missing or not ready), build,
+//! converge, status.
+
+use std::sync::Arc;
+
+use kaos_api::memorystore::MemoryStore;
+use kaos_api::modelapi::ModelAPI;
+use kaos_runtime::error::ReconcileError;
+use kaos_runtime::reconciler::{Core, status_digest};
+use kaos_runtime::stores::cached;
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::Store;
+
+use crate::build::{self, build};
+use crate::models;
+use crate::settings::Settings;
+use crate::status::{Progress, status};
+
+pub struct Context {
+    pub core: Core,
+    pub settings: Settings,
+    /// The ModelAPIs the stores name (woken by the relation index when one changes).
+    pub model_apis: Store<ModelAPI>,
+}
+
+pub async fn reconcile(s: Arc<MemoryStore>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    ctx.core.reconcile(s, |s| apply(s, &ctx)).await
+}
+
+pub fn error_policy(s: Arc<MemoryStore>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
+    ctx.core.retry_after_error(s.as_ref(), error)
+}
+
+async fn apply(s: Arc<MemoryStore>, ctx: &Context) -> Result<Action, ReconcileError> {
+    let name = s.name_any();
+    let namespace = s.namespace().unwrap_or_default();
+    let deployment = || {
+        ctx.core
+            .children
+            .deployment(&namespace, &build::deployment_name(&name))
+    };
+    let now = kaos_runtime::conditions::now;
+    let current = s.status.as_ref().map(status_digest);
+    let models = models::resolve(&s, |model_api| {
+        cached(&ctx.model_apis, &namespace, model_api)
+    });
+    let service = match models {
+        Ok(service) => service,
+        Err(waiting) => {
+            // Nothing is written while waiting: a ModelAPI's change wakes the store.
+            let desired = status(
+                &s,
+                Progress::Waiting(&waiting),
+                None,
+                deployment().as_deref(),
+                now(),
+            );
+            return ctx
+                .core
+                .finish(s.as_ref(), current, &desired, None, &Default::default())
+                .await;
+        }
+    };
+    let built = build(&s, &service, &ctx.settings);
+    let converged = match &built {
+        Ok(desired) => {
+            ctx.core
+                .converge(s.as_ref(), desired.clone().into_set())
+                .await?
+        }
+        Err(_) => Default::default(),
+    };
+    let desired_status = status(
+        &s,
+        Progress::Built(&built),
+        converged.problem(),
+        deployment().as_deref(),
+        now(),
+    );
+    let problem = Core::problem(
+        built.as_ref().err().map(|e| (e.reason, e.message.as_str())),
+        &converged,
+    );
+    ctx.core
+        .finish(s.as_ref(), current, &desired_status, problem, &converged)
+        .await
+}
+
+/// The phase of a MemoryStore, for `kaos_resources`.
+pub fn phase_of(s: &MemoryStore) -> Option<&'static str> {
+    s.status.as_ref().and_then(|s| s.phase).map(|p| p.as_str())
+}
