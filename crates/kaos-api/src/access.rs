@@ -91,8 +91,9 @@ pub enum ResourceKind {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AccessGrantStatus {
-    /// `Enforced`, with reasons `Enforced`, `NoUserIdentityProvider`, `PolicyProjectionInactive`,
-    /// `ProjectionFailed` or `AuthorizationDisabled`.
+    /// `Enforced`, with KAOS's reasons `Enforced`, `NoUserIdentityProvider`,
+    /// `PolicyProjectionInactive`, `ProjectionFailed` or `AuthorizationDisabled` (always the last
+    /// on kaos-rs), and `ResolvedRefs`: whether the Agents and resources it names exist.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(transform = condition_list_schema)]
     pub conditions: Conditions,
@@ -199,7 +200,8 @@ pub struct Access {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ThirdPartyServiceStatus {
-    /// `Ready`, with a machine-readable reason.
+    /// `Ready` (`False`, reason `FeatureDisabled`, on kaos-rs) and `ResolvedRefs`: whether its
+    /// Agents, its client Secret and its scopes resolve.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(transform = condition_list_schema)]
     pub conditions: Conditions,

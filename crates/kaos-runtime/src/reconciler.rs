@@ -32,7 +32,7 @@ use serde_json::{Value, json};
 
 use crate::Runtime;
 use crate::backoff::Backoff;
-use crate::child_store::ChildStore;
+use crate::child_store::{ChildStore, child_store};
 use crate::converge::{ChildKind, ChildSet, Children, Converged, Parent};
 use crate::error::{ReconcileError, Step, StepExt};
 use crate::events::Events;
@@ -80,6 +80,9 @@ impl<K> Primary for K where
 /// Which optional children a kind has.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ChildKinds {
+    /// A kind whose controller writes only its status (no Deployment, no Service): nothing is
+    /// watched but the primary.
+    pub status_only: bool,
     pub config_maps: bool,
     /// Secrets the controller writes (a ModelAPI's inline API key), cached as metadata only.
     pub secrets: bool,
@@ -176,24 +179,15 @@ where
                 ))
             }
         });
-    let (deployments, deployment_events) =
-        stores::child_cache::<DeploymentView>(client, namespace, selector);
-    let deployment_events = child_changes(deployment_events, &expectations, ChildKind::Deployment);
-    let (services, service_events) =
-        stores::child_cache::<MetaView<Service>>(client, namespace, selector);
-    let service_events = child_changes(service_events, &expectations, ChildKind::Service);
     let config = controller::Config::default()
         .concurrency(runtime.args.max_concurrent_reconciles)
         .debounce(runtime.args.reconcile_debounce);
-    let controller = Controller::for_stream(primary, store.clone())
-        .with_config(config)
-        .owns_stream(deployment_events.inspect_ok(enqueue_owners::<K, _>(runtime)))
-        .owns_stream(service_events.inspect_ok(enqueue_owners::<K, _>(runtime)));
+    let controller = Controller::for_stream(primary, store.clone()).with_config(config);
     let primary_synced = async move {
         let _ = primary_ready.wait_for(|synced| *synced).await;
     }
     .boxed();
-    let mut synced = vec![primary_synced, ready(&deployments), ready(&services)];
+    let mut synced = vec![primary_synced];
     let mut optional = OptionalChildren {
         runtime,
         namespace,
@@ -201,6 +195,11 @@ where
         expectations: &expectations,
         synced: &mut synced,
     };
+    let workloads = !kinds.status_only;
+    let (controller, deployments) =
+        optional.cache::<K, DeploymentView>(workloads, controller, ChildKind::Deployment);
+    let (controller, services) =
+        optional.cache::<K, MetaView<Service>>(workloads, controller, ChildKind::Service);
     let (controller, config_maps) =
         optional.cache::<K, ConfigMap>(kinds.config_maps, controller, ChildKind::ConfigMap);
     let (controller, secrets) =
@@ -229,8 +228,9 @@ where
         controller,
         store,
         children: Children {
-            deployments,
-            services,
+            // A status-only kind converges nothing: its stores stay empty, unwatched.
+            deployments: deployments.unwrap_or_else(|| child_store().0),
+            services: services.unwrap_or_else(|| child_store().0),
             config_maps,
             secrets,
             routes,

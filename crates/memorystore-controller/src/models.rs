@@ -40,7 +40,9 @@ pub struct Waiting {
     pub message: String,
 }
 
+/// The `Ready` reason while a named ModelAPI does not exist.
 pub const MODEL_API_NOT_FOUND: &str = "ModelAPINotFound";
+/// The `Ready` reason while a named ModelAPI is not ready.
 pub const MODEL_API_NOT_READY: &str = "ModelAPINotReady";
 
 /// Resolves the store's ModelAPIs through `lookup` (by name, in the store's namespace):

@@ -1,0 +1,15 @@
+//! The access-controller's flags and environment: the shared ones only.
+
+use clap::Parser;
+use kaos_runtime::RuntimeArgs;
+
+#[derive(Parser, Debug, Clone)]
+#[command(
+    name = "access-controller",
+    version,
+    about = "Reports the status of kaos.tools AccessGrants and ThirdPartyServices"
+)]
+pub struct Args {
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+}

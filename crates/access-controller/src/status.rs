@@ -1,0 +1,116 @@
+//! The statuses of AccessGrants and ThirdPartyServices. Pure.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kaos_runtime::conditions::{ConditionUpdate, set_condition};
+
+/// The AccessGrant condition KAOS sets.
+pub const ENFORCED: &str = "Enforced";
+/// The `Enforced` reason KAOS gives when its gateway authorization is off, which is always the
+/// case here.
+pub const AUTHORIZATION_DISABLED: &str = "AuthorizationDisabled";
+pub const AUTHORIZATION_DISABLED_MESSAGE: &str =
+    "Gateway authorization is not enabled; this AccessGrant is not enforced";
+
+/// The ThirdPartyService condition KAOS sets.
+pub const READY: &str = "Ready";
+/// The `Ready` reason KAOS gives when its token exchange is off, always the case here.
+pub const FEATURE_DISABLED: &str = "FeatureDisabled";
+pub const FEATURE_DISABLED_MESSAGE: &str = "Token exchange is disabled";
+
+/// Whether what the resource names exists (kaos-rs's own condition; KAOS checks nothing).
+pub const RESOLVED_REFS: &str = "ResolvedRefs";
+/// The `ResolvedRefs` reason when every named object exists.
+pub const REFERENCES_RESOLVED: &str = "ReferencesResolved";
+/// The `ResolvedRefs` reason when a named Agent, MCPServer, ModelAPI or MemoryStore is missing.
+pub const REFERENCE_NOT_FOUND: &str = "ReferenceNotFound";
+/// The `ResolvedRefs` reason when `access` grants a scope `spec.scopes` does not declare.
+pub const UNDECLARED_SCOPE: &str = "UndeclaredScope";
+
+/// What a resource's references came to: nothing wrong, or the first problem's reason and a
+/// message naming every one.
+pub type Problem = Option<(&'static str, String)>;
+
+/// The problem of missing objects (`Agent a, MCPServer b`) in `namespace`, if any.
+pub fn not_found(missing: &[String], namespace: &str) -> Problem {
+    (!missing.is_empty()).then(|| {
+        (
+            REFERENCE_NOT_FOUND,
+            format!(
+                "{} not found in namespace {namespace}; create them or fix the names",
+                missing.join(", ")
+            ),
+        )
+    })
+}
+
+fn set_resolved(
+    conditions: &mut Vec<Condition>,
+    problem: &Problem,
+    generation: Option<i64>,
+    now: Time,
+) {
+    let update = match problem {
+        None => ConditionUpdate {
+            type_: RESOLVED_REFS,
+            status: true,
+            reason: REFERENCES_RESOLVED,
+            message: "every object this resource names exists".into(),
+        },
+        Some((reason, message)) => ConditionUpdate {
+            type_: RESOLVED_REFS,
+            status: false,
+            reason,
+            message: message.clone(),
+        },
+    };
+    set_condition(conditions, update, generation, now);
+}
+
+/// An AccessGrant's conditions: never enforced, and whether its references resolve.
+pub fn grant_conditions(
+    previous: &[Condition],
+    problem: &Problem,
+    generation: Option<i64>,
+    now: Time,
+) -> Vec<Condition> {
+    let mut conditions = previous.to_vec();
+    let enforced = ConditionUpdate {
+        type_: ENFORCED,
+        status: false,
+        reason: AUTHORIZATION_DISABLED,
+        message: AUTHORIZATION_DISABLED_MESSAGE.into(),
+    };
+    set_condition(&mut conditions, enforced, generation, now.clone());
+    set_resolved(&mut conditions, problem, generation, now);
+    conditions
+}
+
+/// A ThirdPartyService's conditions: never ready (no token exchange), and whether its
+/// references resolve.
+pub fn service_conditions(
+    previous: &[Condition],
+    problem: &Problem,
+    generation: Option<i64>,
+    now: Time,
+) -> Vec<Condition> {
+    let mut conditions = previous.to_vec();
+    let ready = ConditionUpdate {
+        type_: READY,
+        status: false,
+        reason: FEATURE_DISABLED,
+        message: FEATURE_DISABLED_MESSAGE.into(),
+    };
+    set_condition(&mut conditions, ready, generation, now.clone());
+    set_resolved(&mut conditions, problem, generation, now);
+    conditions
+}
+
+/// The reason of the condition `type_`, as a metrics phase (`Pending` before the first status).
+pub fn phase_of(
+    conditions: &[Condition],
+    type_: &str,
+    phases: &[&'static str],
+) -> Option<&'static str> {
+    let reason = &conditions.iter().find(|c| c.type_ == type_)?.reason;
+    phases.iter().copied().find(|p| p == reason)
+}
