@@ -13,12 +13,15 @@ use kaos_runtime::reconciler::status_digest;
 use serde::Deserialize;
 
 use crate::status::OWN_CONDITIONS;
+use kaos_runtime::identity::{SecurityIdentity, claimed};
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(from = "Agent")]
 pub struct CachedAgent {
     pub metadata: SlimMeta,
     spec: Compact<AgentSpec>,
+    /// `spec.security.id`, kept apart: the claims index reads it on every event.
+    security_id: Option<Box<str>>,
     status: Option<StatusMemo>,
 }
 
@@ -108,6 +111,7 @@ impl From<Agent> for CachedAgent {
     fn from(agent: Agent) -> Self {
         CachedAgent {
             metadata: agent.metadata.into(),
+            security_id: claimed(agent.spec.security.as_ref()).map(Box::from),
             spec: Compact::new(&agent.spec),
             status: agent.status.map(StatusMemo::from),
         }
@@ -155,6 +159,12 @@ impl CachedAgent {
 
 // Served where Agents are.
 kaos_runtime::served_as!([] CachedAgent, Agent);
+
+impl SecurityIdentity for CachedAgent {
+    fn security_id(&self) -> Option<&str> {
+        self.security_id.as_deref()
+    }
+}
 
 #[cfg(test)]
 mod tests {

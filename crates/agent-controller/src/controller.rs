@@ -12,6 +12,7 @@ use kaos_api::mcpserver::MCPServer;
 use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::Runtime;
+use kaos_runtime::identity::Claims;
 use kaos_runtime::index::RelationIndex;
 use kaos_runtime::reconciler::{ChildKinds, Core, watch_routes, wire};
 use kaos_runtime::stores;
@@ -38,11 +39,17 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
         ..Default::default()
     };
     let (mut synced, mut main_stores, mut controllers) = (Vec::new(), Vec::new(), Vec::new());
+    let mut claims = Claims::<CachedAgent>::new(&runtime.namespaces());
     for namespace in runtime.namespaces() {
         let ns = namespace.as_deref();
         let index = Index::default();
         let (peer_tx, peer_rx) = mpsc::unbounded_channel();
-        let on_agent_event = agent_event_handler(index.clone(), peer_tx);
+        let (mut track_claims, rechecks) = claims.for_namespace(&namespace);
+        let mut on_relations = agent_event_handler(index.clone(), peer_tx);
+        let on_agent_event = move |event: &Event<CachedAgent>| {
+            track_claims(event);
+            on_relations(event);
+        };
         let mut wiring = wire::<CachedAgent>(&runtime, ns, CHILD_SELECTOR, kinds, on_agent_event);
         let (model_apis, model_api_events) = stores::cache::<ModelAPI>(&runtime.client, ns, "");
         let (mcp_servers, mcp_server_events) = stores::cache::<MCPServer>(&runtime.client, ns, "");
@@ -67,6 +74,7 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
             mcp_servers,
             memory_stores,
             agents: wiring.store.clone(),
+            ids: claims.ids.clone(),
         });
         let wiring = wiring
             .reconcile_on(dependents_of(
@@ -92,7 +100,8 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
             ))
             .reconcile_on(stream::unfold(peer_rx, |mut rx| async move {
                 rx.recv().await.map(|r| (r, rx))
-            }));
+            }))
+            .reconcile_on(rechecks);
         controllers.push(wiring.run(&runtime, reconcile, error_policy, context));
     }
     runtime.mark_ready_when(synced);

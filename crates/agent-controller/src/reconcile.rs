@@ -7,6 +7,7 @@ use kaos_api::mcpserver::MCPServer;
 use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::error::ReconcileError;
+use kaos_runtime::identity::{SharedSecurityIds, conflict_of};
 use kaos_runtime::reconciler::Core;
 use kaos_runtime::stores::cached;
 use kube::ResourceExt;
@@ -15,7 +16,7 @@ use kube::runtime::reflector::Store;
 
 use crate::build::{self, build};
 use crate::cached::CachedAgent;
-use crate::resolve::{bind_memory, resolve};
+use crate::resolve::{Blocked, bind_memory, resolve};
 use crate::settings::Settings;
 use crate::status::{Outcome, status};
 
@@ -28,6 +29,8 @@ pub struct Context {
     pub mcp_servers: Store<MCPServer>,
     pub memory_stores: Store<MemoryStore>,
     pub agents: Store<CachedAgent>,
+    /// Who holds each `security.id` of Agents.
+    pub ids: SharedSecurityIds,
 }
 
 pub async fn reconcile(
@@ -69,16 +72,24 @@ async fn apply(object: Arc<CachedAgent>, ctx: &Context) -> Result<Action, Reconc
         .and_then(|c| c.memory.as_ref())
         .and_then(|m| m.bound_store())
         .and_then(|store| cached(&ctx.memory_stores, &namespace, store));
-    let resolved = resolve(
-        &agent,
-        model_api.as_deref(),
-        |s| find(&servers, s),
-        |p| find(&peers, p).and_then(CachedAgent::advertised_endpoint),
-    )
-    .and_then(|mut resolved| {
-        resolved.memory = bind_memory(&agent, memory_store.as_deref(), deployment.is_none())?;
-        Ok(resolved)
-    });
+    // A claimed `security.id` comes first, as in KAOS: the agent does nothing else.
+    let resolved = match conflict_of(&ctx.ids, object.as_ref()) {
+        Some((reason, message)) => Err(Blocked {
+            waiting: false,
+            reason,
+            message,
+        }),
+        None => resolve(
+            &agent,
+            model_api.as_deref(),
+            |s| find(&servers, s),
+            |p| find(&peers, p).and_then(CachedAgent::advertised_endpoint),
+        )
+        .and_then(|mut resolved| {
+            resolved.memory = bind_memory(&agent, memory_store.as_deref(), deployment.is_none())?;
+            Ok(resolved)
+        }),
+    };
     let built = resolved.map(|r| build(&agent, &r, &ctx.settings));
     let converged = match &built {
         Ok(Ok(desired)) => {

@@ -306,3 +306,40 @@ async fn deletion_removes_children_and_idle_makes_no_writes() {
     let writes = h.cluster.writes_during(Duration::from_secs(10)).await;
     assert!(writes.is_empty(), "writes while idle: {writes:?}");
 }
+
+#[tokio::test]
+async fn a_claimed_security_id_fails_the_newer_agent_until_the_holder_goes() {
+    let h = start().await;
+    model_api(&h, true).await;
+    let spec = json!({"modelAPI": "llm", "model": "openai/gpt-4o", "security": {"id": "support"}});
+    apply(&h, "Agent", "a-old", spec.clone());
+    until(&h, "a-old", "Ready", |a| {
+        phase(a) == Some(AgentPhase::Ready)
+    })
+    .await;
+    apply(&h, "Agent", "b-new", spec);
+    let failed = until(&h, "b-new", "Failed", |a| {
+        phase(a) == Some(AgentPhase::Failed)
+    })
+    .await;
+    assert_eq!(
+        message(&failed),
+        "security.id \"support\" already in use by default/a-old"
+    );
+    assert!(
+        h.deployments
+            .get_opt("agent-b-new")
+            .await
+            .expect("get")
+            .is_none(),
+        "the loser creates nothing"
+    );
+    h.agents
+        .delete("a-old", &DeleteParams::default())
+        .await
+        .expect("delete");
+    until(&h, "b-new", "Ready once the holder is gone", |a| {
+        phase(a) == Some(AgentPhase::Ready)
+    })
+    .await;
+}

@@ -155,8 +155,8 @@ pub const SECURITY_ID: &str = "^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$";
 pub struct Security {
     /// A stable logical id: the resource's identity becomes `kaos://<kind>/<id>` instead of
     /// `kaos://<kind>/<namespace>/<name>` (an Agent's `AGENT_IDENTITY`), so it survives a move
-    /// or a rename. Keep it unique per kind in the cluster: two resources claiming one are not
-    /// detected yet.
+    /// or a rename. Unique per kind in the cluster: the oldest resource claiming an id holds it,
+    /// and any other fails (`SecurityIdConflict`) until the holder goes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253), pattern(SECURITY_ID))]
     pub id: Option<String>,

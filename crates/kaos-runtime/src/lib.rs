@@ -16,6 +16,7 @@ pub mod drift;
 pub mod error;
 pub mod events;
 pub mod expectations;
+pub mod identity;
 pub mod index;
 pub mod leader;
 pub mod logging;

@@ -8,6 +8,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kaos_api::mcpserver::MCPServer;
 use kaos_runtime::Runtime;
+use kaos_runtime::identity::Claims;
 use kaos_runtime::reconciler::{ChildKinds, Core, watch_routes, wire};
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
@@ -25,14 +26,17 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
         ..Default::default()
     };
     let (mut synced, mut main_stores, mut controllers) = (Vec::new(), Vec::new(), Vec::new());
+    let mut claims = Claims::<MCPServer>::new(&runtime.namespaces());
     for namespace in runtime.namespaces() {
-        let mut wiring = wire::<MCPServer>(
+        let (track_claims, rechecks) = claims.for_namespace(&namespace);
+        let wiring = wire::<MCPServer>(
             &runtime,
             namespace.as_deref(),
             CHILD_SELECTOR,
             kinds,
-            |_| {},
+            track_claims,
         );
+        let mut wiring = wiring.reconcile_on(rechecks);
         let (registry_store, registry_writer) = reflector::store();
         let registry_api: Api<ConfigMap> =
             Api::namespaced(runtime.client.clone(), &settings.system_namespace);
@@ -54,6 +58,7 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
             core: Core::new(runtime.clone(), wiring.children.clone(), Some(FINALIZER)),
             settings: settings.clone(),
             registry: registry_store,
+            ids: claims.ids.clone(),
         });
         wiring.controller = wiring.controller.reconcile_all_on(registry_changes);
         controllers.push(wiring.run(&runtime, reconcile, error_policy, context));

@@ -5,13 +5,14 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kaos_api::mcpserver::MCPServer;
 use kaos_runtime::error::ReconcileError;
+use kaos_runtime::identity::{SharedSecurityIds, conflict_of};
 use kaos_runtime::reconciler::{Core, status_digest};
 use kaos_runtime::stores::cached;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
 
-use crate::build::{self, build};
+use crate::build::{self, BuildError, build};
 use crate::registry;
 use crate::settings::Settings;
 use crate::status::status;
@@ -23,6 +24,8 @@ pub struct Context {
     pub settings: Settings,
     /// The registry ConfigMap, watched so that editing a runtime rolls its MCPServers.
     pub registry: Store<ConfigMap>,
+    /// Who holds each `security.id` of MCPServers.
+    pub ids: SharedSecurityIds,
 }
 
 pub async fn reconcile(s: Arc<MCPServer>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
@@ -39,7 +42,10 @@ async fn apply(s: Arc<MCPServer>, ctx: &Context) -> Result<Action, ReconcileErro
     let system_namespace = &ctx.settings.system_namespace;
     let registry_map = cached(&ctx.registry, system_namespace, registry::CONFIG_MAP);
     let registry = registry::from_config_map(registry_map.as_deref(), system_namespace);
-    let built = build(&s, &registry, &ctx.settings);
+    let built = match conflict_of(&ctx.ids, s.as_ref()) {
+        Some((reason, message)) => Err(BuildError { reason, message }),
+        None => build(&s, &registry, &ctx.settings),
+    };
     let converged = match &built {
         Ok(desired) => {
             ctx.core

@@ -208,3 +208,49 @@ async fn deleting_a_server_removes_its_children_and_idle_makes_no_writes() {
     let writes = h.cluster.writes_during(Duration::from_secs(10)).await;
     assert!(writes.is_empty(), "writes while idle: {writes:?}");
 }
+
+#[tokio::test]
+async fn a_claimed_security_id_fails_the_newer_server_until_the_holder_goes() {
+    let h = start().await;
+    let spec = json!({"runtime": "python-string", "params": "def a(): return 1", "security": {"id": "tools"}});
+    apply_server(&h, "a-old", spec.clone());
+    until_phase(&h, "a-old", Phase::Ready).await;
+    apply_server(&h, "b-new", spec);
+    let failed = until_phase(&h, "b-new", Phase::Failed).await;
+    let status = failed.status.expect("status");
+    assert_eq!(
+        status.message.as_deref(),
+        Some("security.id \"tools\" already in use by default/a-old")
+    );
+    assert_eq!(
+        status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")
+            .map(|c| c.reason.as_str()),
+        Some("SecurityIdConflict")
+    );
+    assert!(
+        h.deployments
+            .get_opt("mcpserver-b-new")
+            .await
+            .expect("get")
+            .is_none(),
+        "the loser creates nothing"
+    );
+    assert_eq!(
+        until_phase(&h, "a-old", Phase::Ready)
+            .await
+            .metadata
+            .name
+            .as_deref(),
+        Some("a-old"),
+        "the holder is untouched"
+    );
+
+    h.servers
+        .delete("a-old", &DeleteParams::default())
+        .await
+        .expect("delete");
+    until_phase(&h, "b-new", Phase::Ready).await;
+}

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::Runtime;
+use kaos_runtime::identity::Claims;
 use kaos_runtime::index::RelationIndex;
 use kaos_runtime::reconciler::{ChildKinds, Core, watch_routes, wire};
 use kaos_runtime::stores;
@@ -30,11 +31,14 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
         ..Default::default()
     };
     let (mut synced, mut main_stores, mut controllers) = (Vec::new(), Vec::new(), Vec::new());
+    let mut claims = Claims::<MemoryStore>::new(&runtime.namespaces());
     for namespace in runtime.namespaces() {
         let ns = namespace.as_deref();
+        let (mut track_claims, rechecks) = claims.for_namespace(&namespace);
         let index = Arc::new(Mutex::new(RelationIndex::default()));
         let edges = index.clone();
         let on_store_event = move |event: &Event<MemoryStore>| {
+            track_claims(event);
             let mut index = edges.lock().unwrap_or_else(|e| e.into_inner());
             match event {
                 Event::Apply(store) | Event::InitApply(store) => {
@@ -57,8 +61,9 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
             core: Core::new(runtime.clone(), wiring.children.clone(), None),
             settings: settings.clone(),
             model_apis,
+            ids: claims.ids.clone(),
         });
-        let wiring = wiring.reconcile_on(dependents_of(
+        let wiring = wiring.reconcile_on(rechecks).reconcile_on(dependents_of(
             model_api_events,
             [(MODEL_API, models::model_api_view)],
             index,

@@ -6,13 +6,14 @@ use std::sync::Arc;
 use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::error::ReconcileError;
+use kaos_runtime::identity::{SharedSecurityIds, conflict_of};
 use kaos_runtime::reconciler::{Core, status_digest};
 use kaos_runtime::stores::cached;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
 
-use crate::build::{self, build};
+use crate::build::{self, BuildError, build};
 use crate::models;
 use crate::settings::Settings;
 use crate::status::{Progress, status};
@@ -22,6 +23,8 @@ pub struct Context {
     pub settings: Settings,
     /// The ModelAPIs the stores name (woken by the relation index when one changes).
     pub model_apis: Store<ModelAPI>,
+    /// Who holds each `security.id` of MemoryStores.
+    pub ids: SharedSecurityIds,
 }
 
 pub async fn reconcile(s: Arc<MemoryStore>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
@@ -42,12 +45,16 @@ async fn apply(s: Arc<MemoryStore>, ctx: &Context) -> Result<Action, ReconcileEr
     };
     let now = kaos_runtime::conditions::now;
     let current = s.status.as_ref().map(status_digest);
+    // A claimed `security.id` comes first, as in KAOS: the store does nothing else.
+    let conflict =
+        conflict_of(&ctx.ids, s.as_ref()).map(|(reason, message)| BuildError { reason, message });
     let models = models::resolve(&s, |model_api| {
         cached(&ctx.model_apis, &namespace, model_api)
     });
-    let service = match models {
-        Ok(service) => service,
-        Err(waiting) => {
+    let built = match (conflict, models) {
+        (Some(conflict), _) => Err(conflict),
+        (None, Ok(service)) => build(&s, &service, &ctx.settings),
+        (None, Err(waiting)) => {
             // Nothing is written while waiting: a ModelAPI's change wakes the store.
             let desired = status(
                 &s,
@@ -62,7 +69,6 @@ async fn apply(s: Arc<MemoryStore>, ctx: &Context) -> Result<Action, ReconcileEr
                 .await;
         }
     };
-    let built = build(&s, &service, &ctx.settings);
     let converged = match &built {
         Ok(desired) => {
             ctx.core

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::Runtime;
+use kaos_runtime::identity::Claims;
 use kaos_runtime::reconciler::{ChildKinds, Core, watch_routes, wire};
 
 use crate::build::CHILD_SELECTOR;
@@ -22,19 +23,23 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
         ..Default::default()
     };
     let (mut synced, mut main_stores, mut controllers) = (Vec::new(), Vec::new(), Vec::new());
+    let mut claims = Claims::<ModelAPI>::new(&runtime.namespaces());
     for namespace in runtime.namespaces() {
-        let mut wiring = wire::<ModelAPI>(
+        let (track_claims, rechecks) = claims.for_namespace(&namespace);
+        let wiring = wire::<ModelAPI>(
             &runtime,
             namespace.as_deref(),
             CHILD_SELECTOR,
             kinds,
-            |_| {},
+            track_claims,
         );
+        let mut wiring = wiring.reconcile_on(rechecks);
         synced.append(&mut wiring.synced);
         main_stores.push(wiring.store.clone());
         let context = Arc::new(Context {
             core: Core::new(runtime.clone(), wiring.children.clone(), Some(FINALIZER)),
             settings: settings.clone(),
+            ids: claims.ids.clone(),
         });
         controllers.push(wiring.run(&runtime, reconcile, error_policy, context));
     }

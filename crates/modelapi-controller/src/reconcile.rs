@@ -5,11 +5,12 @@ use std::sync::Arc;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::converge::{Child, ChildKind, ChildSet, WorkloadChildren};
 use kaos_runtime::error::ReconcileError;
+use kaos_runtime::identity::{SharedSecurityIds, conflict_of};
 use kaos_runtime::reconciler::{Core, status_digest};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
-use crate::build::{self, Desired, build};
+use crate::build::{self, BuildError, Desired, build};
 use crate::settings::Settings;
 use crate::status::status;
 
@@ -18,6 +19,8 @@ pub const FINALIZER: &str = "kaos.tools/modelapi-finalizer";
 pub struct Context {
     pub core: Core,
     pub settings: Settings,
+    /// Who holds each `security.id` of ModelAPIs.
+    pub ids: SharedSecurityIds,
 }
 
 pub async fn reconcile(m: Arc<ModelAPI>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
@@ -60,7 +63,10 @@ fn child_set(name: &str, desired: &Desired) -> ChildSet {
 async fn apply(m: Arc<ModelAPI>, ctx: &Context) -> Result<Action, ReconcileError> {
     let name = m.name_any();
     let namespace = m.namespace().unwrap_or_default();
-    let built = build(&m, &ctx.settings);
+    let built = match conflict_of(&ctx.ids, m.as_ref()) {
+        Some((reason, message)) => Err(BuildError { reason, message }),
+        None => build(&m, &ctx.settings),
+    };
     let converged = match &built {
         Ok(desired) => {
             ctx.core
