@@ -12,8 +12,8 @@ pub mod status;
 use kaos_runtime::ControllerId;
 
 pub const ID: ControllerId = ControllerId {
-    name: "access",
-    lease: "kaos-access-controller",
+    name: "authz",
+    lease: "kaos-authz-controller",
     kinds: &[
         ("AccessGrant", controller::GRANT_PHASES),
         ("ThirdPartyService", controller::SERVICE_PHASES),

@@ -1,8 +1,8 @@
-//! `access-controller`: wiring only. Its kinds carry no finalizer.
+//! `authz-controller`: wiring only. Its kinds carry no finalizer.
 
 use std::process::ExitCode;
 
-use access_controller::settings::Args;
+use authz_controller::settings::Args;
 use clap::Parser;
 
 #[tokio::main]
@@ -10,8 +10,8 @@ async fn main() -> ExitCode {
     let Args { runtime } = Args::parse();
     kaos_runtime::run(
         runtime,
-        access_controller::ID,
-        access_controller::controller::run,
+        authz_controller::ID,
+        authz_controller::controller::run,
     )
     .await
 }

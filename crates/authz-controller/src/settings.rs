@@ -1,11 +1,11 @@
-//! The access-controller's flags and environment: the shared ones only.
+//! The authz-controller's flags and environment: the shared ones only.
 
 use clap::Parser;
 use kaos_runtime::RuntimeArgs;
 
 #[derive(Parser, Debug, Clone)]
 #[command(
-    name = "access-controller",
+    name = "authz-controller",
     version,
     about = "Reports the status of kaos.tools AccessGrants and ThirdPartyServices"
 )]

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use access_controller::settings::Args;
+use authz_controller::settings::Args;
 use clap::Parser;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -23,10 +23,10 @@ struct Harness {
 
 async fn start() -> Harness {
     let cluster = TestCluster::start();
-    let args = Args::try_parse_from(["access-controller"]).expect("flags");
+    let args = Args::try_parse_from(["authz-controller"]).expect("flags");
     let (runtime, stop) =
-        Runtime::for_tests(cluster.client.clone(), access_controller::ID, args.runtime);
-    tokio::spawn(access_controller::controller::run(runtime));
+        Runtime::for_tests(cluster.client.clone(), authz_controller::ID, args.runtime);
+    tokio::spawn(authz_controller::controller::run(runtime));
     Harness {
         cluster,
         _stop: stop,
