@@ -9,14 +9,14 @@
 #
 # Writes OUT_DIR/BINARY-linux-ARCH (ARCH as Docker's TARGETARCH spells it: what the Dockerfiles
 # copy) and OUT_DIR/SHA256SUMS over every BINARY-linux-ARCH in OUT_DIR; a relative OUT_DIR is taken
-# from the repository root. --arch defaults to all, the binaries to the three controllers and
+# from the repository root. --arch defaults to all, the binaries to the controllers and
 # kaosctl, --profile to release (what ships); CI's arm64 step passes cross-check (Cargo.toml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 declare -A rust_target=([amd64]=x86_64-unknown-linux-musl [arm64]=aarch64-unknown-linux-musl)
 arches=(amd64 arm64)
-default_binaries=(agent-controller modelapi-controller mcpserver-controller kaosctl)
+default_binaries=(agent-controller modelapi-controller mcpserver-controller memorystore-controller kaosctl)
 usage="usage: scripts/release-build.sh OUT_DIR [--arch amd64|arm64|all] [--profile PROFILE] [BINARY...] | --targets"
 
 if [ "${1:-}" = --targets ]; then

@@ -2,12 +2,13 @@
 //! each case ends in phase Failed with a condition reason and a message that says what to fix,
 //! makes no writes while it stands, and recovers once fixed. (What the CRDs reject up front is in `validation_rules.rs`.)
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use kaos_runtime::Runtime;
 use kaos_runtime::metrics::Metrics;
+use kaos_runtime::{ControllerId, Runtime, RuntimeArgs};
 use kaos_tests::cluster::{TestCluster, eventually};
 use kube::api::{Api, DynamicObject};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -15,14 +16,28 @@ use serde_json::Value;
 
 const REGISTRY: &str = "apiVersion: v1\nkind: Namespace\nmetadata: {name: kaos-system}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: kaos-mcp-runtimes, namespace: kaos-system}\ndata:\n  runtimes.yaml: |\n    runtimes:\n      python-string: {image: 'py:1', paramsEnvVar: MCP_TOOLS_STRING}\n";
 
-/// The three controllers, running until dropped.
+/// The controllers, running until dropped.
+#[derive(Default)]
 struct Controllers {
     _stops: Vec<tokio::sync::watch::Sender<bool>>,
     metrics: Vec<Arc<Metrics>>,
 }
 
 impl Controllers {
-    /// Reconciles so far, of all three (`controller_runtime_reconcile_total`, every result).
+    /// Runs one controller against `cluster` until dropped.
+    fn spawn<F, Fut>(&mut self, cluster: &TestCluster, id: ControllerId, args: RuntimeArgs, run: F)
+    where
+        F: FnOnce(Runtime) -> Fut,
+        Fut: Future + Send + 'static,
+        Fut::Output: Send + 'static,
+    {
+        let (rt, stop) = Runtime::for_tests(cluster.client.clone(), id, args);
+        self.metrics.push(rt.metrics.clone());
+        tokio::spawn(run(rt));
+        self._stops.push(stop);
+    }
+
+    /// Reconciles so far, of all of them (`controller_runtime_reconcile_total`, every result).
     fn reconciles(&self) -> u64 {
         self.metrics
             .iter()
@@ -38,46 +53,39 @@ impl Controllers {
 }
 
 fn start_controllers(cluster: &TestCluster) -> Controllers {
-    let mut stops = Vec::new();
-    let mut metrics = Vec::new();
+    let mut controllers = Controllers::default();
     let args =
         agent_controller::settings::Args::try_parse_from(["a", "--default-agent-image=agent:1"])
             .expect("flags");
-    let (rt, stop) = Runtime::for_tests(cluster.client.clone(), agent_controller::ID, args.runtime);
-    metrics.push(rt.metrics.clone());
-    tokio::spawn(agent_controller::controller::run(rt, args.settings));
-    stops.push(stop);
+    controllers.spawn(cluster, agent_controller::ID, args.runtime, |rt| {
+        agent_controller::controller::run(rt, args.settings)
+    });
     let args = modelapi_controller::settings::Args::try_parse_from([
         "m",
         "--default-litellm-image=litellm:1",
         "--default-ollama-image=ollama:1",
     ])
     .expect("flags");
-    let (rt, stop) = Runtime::for_tests(
-        cluster.client.clone(),
-        modelapi_controller::ID,
-        args.runtime,
-    );
-    metrics.push(rt.metrics.clone());
-    tokio::spawn(modelapi_controller::controller::run(rt, args.settings));
-    stops.push(stop);
+    controllers.spawn(cluster, modelapi_controller::ID, args.runtime, |rt| {
+        modelapi_controller::controller::run(rt, args.settings)
+    });
     let args = mcpserver_controller::settings::Args::try_parse_from([
         "s",
         "--system-namespace=kaos-system",
     ])
     .expect("flags");
-    let (rt, stop) = Runtime::for_tests(
-        cluster.client.clone(),
-        mcpserver_controller::ID,
-        args.runtime,
-    );
-    metrics.push(rt.metrics.clone());
-    tokio::spawn(mcpserver_controller::controller::run(rt, args.settings));
-    stops.push(stop);
-    Controllers {
-        _stops: stops,
-        metrics,
-    }
+    controllers.spawn(cluster, mcpserver_controller::ID, args.runtime, |rt| {
+        mcpserver_controller::controller::run(rt, args.settings)
+    });
+    let args = memorystore_controller::settings::Args::try_parse_from([
+        "ms",
+        "--default-memory-service-image=memory:1",
+    ])
+    .expect("flags");
+    controllers.spawn(cluster, memorystore_controller::ID, args.runtime, |rt| {
+        memorystore_controller::controller::run(rt, args.settings)
+    });
+    controllers
 }
 
 /// One case: manifests that fail, what the resource must then say, and the fix.
@@ -130,7 +138,7 @@ fn cases() -> Vec<Case> {
             bad: "apiVersion: kaos.tools/v1alpha1\nkind: MemoryStore\nmetadata: {name: mem, namespace: default}\nspec: {storage: {type: local}, models: {summarization: {modelAPI: llm, model: openai/gpt-4o-mini}, embedding: {modelAPI: llm, model: openai/text-embedding-3-small}}}\n---\napiVersion: kaos.tools/v1alpha1\nkind: Agent\nmetadata: {name: a4, namespace: default}\nspec: {modelAPI: llm, model: openai/gpt-4o, config: {memory: {memoryStore: mem, maxReadScope: user}}}\n",
             reason: "InvalidMemoryReadScope",
             message: "config.memory.maxReadScope user exceeds MemoryStore mem maxReadScope agent",
-            // Not waiting for the store (which nothing here makes ready): deployed, degraded.
+            // Not waiting for the store: deployed at once, whether or not it is ready yet.
             fix: "apiVersion: kaos.tools/v1alpha1\nkind: Agent\nmetadata: {name: a4, namespace: default}\nspec: {modelAPI: llm, model: openai/gpt-4o, waitForDependencies: false, config: {memory: {memoryStore: mem, maxReadScope: agent}}}\n",
         },
         Case {
@@ -186,6 +194,16 @@ fn cases() -> Vec<Case> {
             reason: "SecretNotFound",
             message: "Secret litellm does not exist in namespace default (volume litellm-config reads its key config.yaml)",
             fix: "apiVersion: v1\nkind: Secret\nmetadata: {name: litellm, namespace: default}\nstringData: {config.yaml: 'model_list: []'}\n",
+        },
+        Case {
+            name: "external storage whose DSN Secret does not exist",
+            kind: "MemoryStore",
+            object: "mem2",
+            // Its own ModelAPI, Ready by itself: the store gets as far as its pod.
+            bad: "apiVersion: kaos.tools/v1alpha1\nkind: ModelAPI\nmetadata: {name: mem-llm, namespace: default}\nspec: {mode: Proxy, proxyConfig: {models: ['*']}}\n---\napiVersion: kaos.tools/v1alpha1\nkind: MemoryStore\nmetadata: {name: mem2, namespace: default}\nspec: {storage: {type: external, external: {connectionSecretRef: {name: pg, key: dsn}}}, models: {summarization: {modelAPI: mem-llm, model: gpt-4o-mini}, embedding: {modelAPI: mem-llm, model: text-embedding-3-small}}}\n",
+            reason: "SecretNotFound",
+            message: "Secret pg does not exist in namespace default (env KAOS_MEMORY_EXTERNAL_DSN of container memory reads its key dsn)",
+            fix: "apiVersion: v1\nkind: Secret\nmetadata: {name: pg, namespace: default}\nstringData: {dsn: 'postgresql://memory@db/memory'}\n",
         },
         Case {
             name: "env from a ConfigMap that does not exist",

@@ -1,4 +1,4 @@
-//! Chaos: the three controllers as two processes each, under the chart's RBAC, against a testkit
+//! Chaos: the chart's controllers as two processes each, under its RBAC, against a testkit
 //! that fails 10% of their requests with 500, 5% with 429 and 5% of their writes with 409, cuts
 //! their watch streams every few seconds and answers 20% of watch starts with 410 Gone; and a
 //! leader is killed mid-run. Everything converges; no child is duplicated or orphaned; what users
@@ -11,19 +11,27 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
 use kaos_api::agent::Agent;
-use kaos_api::mcpserver::MCPServer;
-use kaos_api::modelapi::ModelAPI;
 use kaos_tests::processes::{ChartCluster, POLL, Scratch, apply_yaml};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
-use kube::{Api, Resource, ResourceExt};
+use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 
 const AGENTS: usize = 6;
 
+/// Every kind the controllers reconcile: each gets resources here.
+const KINDS: [&str; 4] = ["Agent", "ModelAPI", "MCPServer", "MemoryStore"];
+
+fn kind_api(client: &kube::Client, kind: &str) -> Api<DynamicObject> {
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("kaos.tools", "v1alpha1", kind));
+    Api::default_namespaced_with(client.clone(), &resource)
+}
+
 fn manifests() -> String {
     let mut yaml = String::from(
         "apiVersion: kaos.tools/v1alpha1\nkind: ModelAPI\nmetadata: {name: llm, namespace: default}\nspec: {mode: Proxy, proxyConfig: {models: ['*']}}\n\
-         ---\napiVersion: kaos.tools/v1alpha1\nkind: MCPServer\nmetadata: {name: tools, namespace: default}\nspec: {runtime: python-string, params: 'x = 1'}\n",
+         ---\napiVersion: kaos.tools/v1alpha1\nkind: MCPServer\nmetadata: {name: tools, namespace: default}\nspec: {runtime: python-string, params: 'x = 1'}\n\
+         ---\napiVersion: kaos.tools/v1alpha1\nkind: MemoryStore\nmetadata: {name: memory, namespace: default}\nspec: {storage: {type: local}, models: {summarization: {modelAPI: llm, model: gpt-4o-mini}, embedding: {modelAPI: llm, model: text-embedding-3-small}}}\n",
     );
     for i in 0..AGENTS {
         yaml.push_str(&format!(
@@ -37,7 +45,12 @@ fn manifests() -> String {
 
 /// Whether every custom resource is Ready at its current generation.
 async fn converged(client: &kube::Client) -> Result<(), String> {
-    fn check<K: Resource + serde::Serialize>(objects: Vec<K>, waiting: &mut Vec<String>) {
+    let mut waiting = Vec::new();
+    for kind in KINDS {
+        let objects = kind_api(client, kind)
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
         for o in objects {
             let v = serde_json::to_value(&o).unwrap_or_default();
             let ready = v.pointer("/status/ready") == Some(&Value::Bool(true));
@@ -45,39 +58,13 @@ async fn converged(client: &kube::Client) -> Result<(), String> {
                 v.pointer("/status/observedGeneration") == v.pointer("/metadata/generation");
             if !(ready && current) {
                 waiting.push(format!(
-                    "{} {}",
-                    o.meta().name.clone().unwrap_or_default(),
+                    "{kind} {} {}",
+                    o.name_any(),
                     v.pointer("/status/message").unwrap_or(&Value::Null)
                 ));
             }
         }
     }
-    let mut waiting = Vec::new();
-    let lp = ListParams::default();
-    check(
-        Api::<Agent>::default_namespaced(client.clone())
-            .list(&lp)
-            .await
-            .map_err(|e| e.to_string())?
-            .items,
-        &mut waiting,
-    );
-    check(
-        Api::<ModelAPI>::default_namespaced(client.clone())
-            .list(&lp)
-            .await
-            .map_err(|e| e.to_string())?
-            .items,
-        &mut waiting,
-    );
-    check(
-        Api::<MCPServer>::default_namespaced(client.clone())
-            .list(&lp)
-            .await
-            .map_err(|e| e.to_string())?
-            .items,
-        &mut waiting,
-    );
     if waiting.is_empty() {
         Ok(())
     } else {
@@ -229,38 +216,14 @@ async fn controllers_converge_under_faults_and_a_leader_kill() {
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     // No child duplicated or orphaned: exactly one Deployment per resource, all owned by one.
-    let owners: BTreeSet<String> = {
-        let mut uids = BTreeSet::new();
-        let lp = ListParams::default();
-        uids.extend(
-            agents
-                .list(&lp)
-                .await
-                .expect("agents")
-                .items
-                .iter()
-                .filter_map(|a| a.uid()),
-        );
-        uids.extend(
-            Api::<ModelAPI>::default_namespaced(admin.clone())
-                .list(&lp)
-                .await
-                .expect("modelapis")
-                .items
-                .iter()
-                .filter_map(|a| a.uid()),
-        );
-        uids.extend(
-            Api::<MCPServer>::default_namespaced(admin.clone())
-                .list(&lp)
-                .await
-                .expect("mcpservers")
-                .items
-                .iter()
-                .filter_map(|a| a.uid()),
-        );
-        uids
-    };
+    let mut owners = BTreeSet::new();
+    for kind in KINDS {
+        let objects = kind_api(&admin, kind)
+            .list(&ListParams::default())
+            .await
+            .expect("list");
+        owners.extend(objects.iter().filter_map(|o| o.uid()));
+    }
     let children = deployments
         .list(&ListParams::default())
         .await

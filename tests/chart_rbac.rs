@@ -5,9 +5,12 @@
 //! ServiceAccount bound to the chart's reader role, which uses their review grants.
 
 use std::collections::BTreeSet;
+use std::future::Future;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kaos_api::agent::Agent;
+use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
 use kaos_tests::processes::{ChartCluster, POLL, Scratch, apply_yaml, client, mint_token};
 use kaos_tests::{EXAMPLE_CREDENTIALS, repo_root};
@@ -85,6 +88,22 @@ async fn scrape_secure(scratch: &Scratch, port: u16, token: &str) -> Result<Stri
     client(&path).await.request_text(request).await
 }
 
+/// Polls `check` until it holds, for at most 30 s.
+async fn until<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let started = Instant::now();
+    while !check().await {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(POLL).await;
+    }
+}
+
 /// The requests of the controllers that RBAC denied.
 async fn denied(cluster: &ChartCluster) -> Vec<String> {
     cluster
@@ -113,7 +132,7 @@ async fn the_charts_rbac_is_enough_and_minimal() {
         .iter()
         .map(|(_, replicas)| replicas[0].service_account.clone())
         .collect();
-    assert_eq!(service_accounts.len(), 3);
+    assert_eq!(service_accounts.len(), 4);
 
     apply_yaml(&admin, EXAMPLE_CREDENTIALS).await;
     apply_yaml(
@@ -171,6 +190,55 @@ async fn the_charts_rbac_is_enough_and_minimal() {
         .await
         .expect("patch");
     apply_yaml(&admin, "apiVersion: kaos.tools/v1alpha1\nkind: ModelAPI\nmetadata: {name: switch, namespace: default}\nspec: {mode: Proxy, proxyConfig: {models: ['*'], apiKey: {value: sk-rbac}}}\n").await;
+    // Memory services on the quickstart's ModelAPI: a `local` store gets its claim; an `external`
+    // one (two pods by default) its disruption budget, deleted once it is scaled to one; its DSN
+    // Secret and its env are looked up by name.
+    let models = serde_json::json!({"summarization": {"modelAPI": "llm-proxy", "model": "m"},
+                                    "embedding": {"modelAPI": "llm-proxy", "model": "e"}});
+    let store = |name: &str, storage: Value| {
+        serde_json::json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "MemoryStore",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"storage": storage, "models": models, "container": {"env": env}}})
+        .to_string()
+    };
+    let external = serde_json::json!({"type": "external", "external": {
+        "connectionSecretRef": {"name": "openai-credentials", "key": "api-key"}}});
+    apply_yaml(
+        &admin,
+        &store("local", serde_json::json!({"type": "local"})),
+    )
+    .await;
+    apply_yaml(&admin, &store("shared", external)).await;
+    let stores: Api<MemoryStore> = Api::default_namespaced(admin.clone());
+    let budgets: Api<PodDisruptionBudget> = Api::default_namespaced(admin.clone());
+    until(
+        "both MemoryStores Ready, the shared one with its budget",
+        || async {
+            let ready = |name| {
+                let stores = stores.clone();
+                async move {
+                    let store = stores.get_opt(name).await.ok().flatten();
+                    store.and_then(|s| s.status).is_some_and(|s| s.ready)
+                }
+            };
+            let budget = budgets.get_opt("memorystore-shared").await.ok().flatten();
+            ready("local").await && ready("shared").await && budget.is_some()
+        },
+    )
+    .await;
+    stores
+        .patch(
+            "shared",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"replicas": 1}})),
+        )
+        .await
+        .expect("patch");
+    until(
+        "the shared MemoryStore's budget to go at one pod",
+        || async { matches!(budgets.get_opt("memorystore-shared").await, Ok(None)) },
+    )
+    .await;
     let wait_until =
         |what: &'static str, check: Box<dyn Fn(Option<ModelAPI>, Option<Agent>) -> bool>| {
             let (model_apis, agents) = (model_apis.clone(), agents.clone());

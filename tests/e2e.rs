@@ -3,22 +3,27 @@
 //! the examples, a peer pair and a mesh reach Ready, then the leaders go quiet (no reconcile);
 //! killing a leader hands over to its standby, which reconciles a new change within the lease
 //! duration without any Ready agent leaving Ready; SIGTERM hands over in about a second; only
-//! leaders' reconcile counters move.
+//! leaders' reconcile counters move. A MemoryStore waits for its two ModelAPIs, then serves the
+//! agent bound to it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
 use kaos_api::agent::Agent;
 use kaos_api::mcpserver::MCPServer;
+use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
 use kaos_tests::processes::{
     POLL, Process, Scratch, apply_yaml, client, http_get, sample, scrape, serve_testkit,
     start_controller,
 };
-use kaos_tests::{EXAMPLE_CREDENTIALS, repo_root};
+use kaos_tests::{EXAMPLE_CREDENTIALS, example_files, repo_root};
 use kube::Api;
-use kube::api::{Patch, PatchParams};
+use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::core::{ApiResource, GroupVersionKind};
 
 const LEASE_DURATION: Duration = Duration::from_secs(3);
 
@@ -38,6 +43,7 @@ fn settings() -> BTreeMap<String, String> {
         ("DEFAULT_AGENT_IMAGE", "kaos-agent:e2e"),
         ("DEFAULT_LITELLM_IMAGE", "litellm:e2e"),
         ("DEFAULT_OLLAMA_IMAGE", "ollama:e2e"),
+        ("DEFAULT_MEMORY_SERVICE_IMAGE", "kaos-memory:e2e"),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -77,45 +83,26 @@ async fn leader_of(leases: &Api<Lease>, pair: &Pair, not: Option<&str>) -> (usiz
     }
 }
 
+/// Every kind a controller reconciles.
+const KINDS: [&str; 4] = ["Agent", "ModelAPI", "MCPServer", "MemoryStore"];
+
 async fn all_ready(client: &kube::Client) -> Result<(), String> {
     let mut waiting = Vec::new();
-    for a in Api::<Agent>::default_namespaced(client.clone())
-        .list(&Default::default())
-        .await
-        .map_err(|e| e.to_string())?
-    {
-        if !a.status.as_ref().is_some_and(|s| s.ready) {
-            waiting.push(format!(
-                "Agent {:?}: {:?}",
-                a.metadata.name,
-                a.status.and_then(|s| s.message)
-            ));
-        }
-    }
-    for m in Api::<ModelAPI>::default_namespaced(client.clone())
-        .list(&Default::default())
-        .await
-        .map_err(|e| e.to_string())?
-    {
-        if !m.status.as_ref().is_some_and(|s| s.ready) {
-            waiting.push(format!(
-                "ModelAPI {:?}: {:?}",
-                m.metadata.name,
-                m.status.and_then(|s| s.message)
-            ));
-        }
-    }
-    for s in Api::<MCPServer>::default_namespaced(client.clone())
-        .list(&Default::default())
-        .await
-        .map_err(|e| e.to_string())?
-    {
-        if !s.status.as_ref().is_some_and(|st| st.ready) {
-            waiting.push(format!(
-                "MCPServer {:?}: {:?}",
-                s.metadata.name,
-                s.status.and_then(|st| st.message)
-            ));
+    for kind in KINDS {
+        let resource =
+            ApiResource::from_gvk(&GroupVersionKind::gvk("kaos.tools", "v1alpha1", kind));
+        for object in Api::<DynamicObject>::default_namespaced_with(client.clone(), &resource)
+            .list(&Default::default())
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            if object.data.pointer("/status/ready") != Some(&true.into()) {
+                waiting.push(format!(
+                    "{kind} {:?}: {}",
+                    object.metadata.name,
+                    object.data.pointer("/status/message").unwrap_or(&().into())
+                ));
+            }
         }
     }
     if waiting.is_empty() {
@@ -170,6 +157,11 @@ async fn two_replicas_per_controller_converge_hand_over_and_count_on_the_leader_
             "kaos-mcpserver-controller",
             "mcpserver",
         ),
+        (
+            "memorystore-controller",
+            "kaos-memorystore-controller",
+            "memorystore",
+        ),
     ]
     .into_iter()
     .map(|(binary, lease, controller)| Pair {
@@ -215,14 +207,9 @@ async fn two_replicas_per_controller_converge_hand_over_and_count_on_the_leader_
 
     apply_yaml(&client, &peer_shapes()).await;
     apply_yaml(&client, EXAMPLE_CREDENTIALS).await;
-    for example in [
-        "quickstart.yaml",
-        "hosted-ollama.yaml",
-        "custom-mcpserver.yaml",
-    ] {
-        let yaml =
-            std::fs::read_to_string(repo_root().join("examples").join(example)).expect("example");
-        apply_yaml(&client, &yaml).await;
+    // Every example, each resource of which must reach Ready.
+    for example in example_files() {
+        apply_yaml(&client, &std::fs::read_to_string(example).expect("example")).await;
     }
     let started = Instant::now();
     loop {
@@ -380,6 +367,7 @@ async fn two_replicas_per_controller_converge_hand_over_and_count_on_the_leader_
         .collect();
     let model_apis: Api<ModelAPI> = Api::default_namespaced(client.clone());
     let servers: Api<MCPServer> = Api::default_namespaced(client.clone());
+    let stores: Api<MemoryStore> = Api::default_namespaced(client.clone());
     let change = PatchParams::default();
     agents
         .patch(
@@ -409,6 +397,14 @@ async fn two_replicas_per_controller_converge_hand_over_and_count_on_the_leader_
         )
         .await
         .expect("patch");
+    stores
+        .patch(
+            "support-memory",
+            &change,
+            &Patch::Merge(serde_json::json!({"spec": {"shortTerm": {"tokenBudget": 8192}}})),
+        )
+        .await
+        .expect("patch");
     loop {
         for agent in agents.list(&Default::default()).await.expect("agents") {
             let name = agent.metadata.name.clone().unwrap_or_default();
@@ -421,7 +417,8 @@ async fn two_replicas_per_controller_converge_hand_over_and_count_on_the_leader_
         let a = observed_generation(&agents, "worker").await;
         let m = observed_generation(&model_apis, "llm-proxy").await;
         let s = observed_generation(&servers, "echo-tools").await;
-        if [a, m, s]
+        let st = observed_generation(&stores, "support-memory").await;
+        if [a, m, s, st]
             .iter()
             .all(|(generation, observed)| generation.is_some() && generation == observed)
         {
@@ -429,7 +426,7 @@ async fn two_replicas_per_controller_converge_hand_over_and_count_on_the_leader_
         }
         assert!(
             killed.elapsed() < LEASE_DURATION + Duration::from_secs(5),
-            "the standbys did not reconcile the change in time: {a:?} {m:?} {s:?}"
+            "the standbys did not reconcile the change in time: {a:?} {m:?} {s:?} {st:?}"
         );
         tokio::time::sleep(POLL).await;
     }
@@ -477,6 +474,205 @@ async fn two_replicas_per_controller_converge_hand_over_and_count_on_the_leader_
         status.and_then(|s| s.code()),
         Some(0),
         "SIGTERM is a clean exit"
+    );
+}
+
+/// Polls `check` until it returns Some, for at most `timeout`; panics with `what` and where the
+/// controllers' logs are.
+async fn wait_until<T, F, Fut>(scratch: &Scratch, what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let started = Instant::now();
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            started.elapsed() < timeout,
+            "timed out after {timeout:?} waiting until {what}\nlogs in {}",
+            scratch.0.display()
+        );
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// The value of `name` in the env of a Deployment's first container.
+fn env_of(deployment: &Deployment, name: &str) -> Option<String> {
+    deployment
+        .spec
+        .as_ref()?
+        .template
+        .spec
+        .as_ref()?
+        .containers
+        .first()?
+        .env
+        .as_ref()?
+        .iter()
+        .find(|e| e.name == name)?
+        .value
+        .clone()
+}
+
+const NOTES: &str = "apiVersion: kaos.tools/v1alpha1\nkind: MemoryStore\nmetadata: {name: notes, namespace: default}\nspec: {storage: {type: local}, models: {summarization: {modelAPI: summarizer, model: openai/gpt-4o-mini}, embedding: {modelAPI: embedder, model: nomic-embed-text}}}\n---\napiVersion: kaos.tools/v1alpha1\nkind: Agent\nmetadata: {name: helper, namespace: default}\nspec: {modelAPI: summarizer, model: openai/gpt-4o-mini, config: {memory: {memoryStore: notes}}}\n";
+const SUMMARIZER: &str = "apiVersion: kaos.tools/v1alpha1\nkind: ModelAPI\nmetadata: {name: summarizer, namespace: default}\nspec: {mode: Proxy, proxyConfig: {models: ['openai/*']}}\n";
+const EMBEDDER: &str = "apiVersion: kaos.tools/v1alpha1\nkind: ModelAPI\nmetadata: {name: embedder, namespace: default}\nspec: {mode: Hosted, hostedConfig: {model: nomic-embed-text}}\n";
+
+/// The memorystore-controller binary with the modelapi and agent ones: a MemoryStore waits
+/// (Pending, nothing created) until both ModelAPIs it names are Ready, then runs its Deployment,
+/// Service and claim called at the summarization ModelAPI's endpoint and publishes its endpoint;
+/// the Agent bound to it waits for it, then gets that endpoint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_store_waits_for_its_model_apis_then_serves_its_agent() {
+    let scratch = Scratch::new("memorystore");
+    let (_testkit, kubeconfig) = serve_testkit(&scratch, &[]);
+    let client = client(&kubeconfig).await;
+    apply_yaml(
+        &client,
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: kaos-system}\n",
+    )
+    .await;
+    let env = settings();
+    let _controllers: Vec<Process> = [
+        "modelapi-controller",
+        "memorystore-controller",
+        "agent-controller",
+    ]
+    .into_iter()
+    .map(|binary| start_controller(&scratch, binary, binary, &kubeconfig, &env))
+    .collect();
+    let stores: Api<MemoryStore> = Api::default_namespaced(client.clone());
+    let agents: Api<Agent> = Api::default_namespaced(client.clone());
+    let deployments: Api<Deployment> = Api::default_namespaced(client.clone());
+    let store_message = |expected: &'static str| {
+        let stores = stores.clone();
+        async move {
+            let status = stores.get("notes").await.ok()?.status?;
+            (status.message.as_deref() == Some(expected)).then_some(status)
+        }
+    };
+
+    // Neither ModelAPI exists: Pending, and nothing runs.
+    apply_yaml(&client, NOTES).await;
+    let status = wait_until(
+        &scratch,
+        "notes waits for its summarization ModelAPI",
+        Duration::from_secs(30),
+        || store_message("summarization ModelAPI \"summarizer\" not found"),
+    )
+    .await;
+    assert_eq!(
+        status.phase.map(|p| p.as_str()),
+        Some("Pending"),
+        "{status:?}"
+    );
+    assert!(!status.ready);
+
+    // The summarization ModelAPI turns Ready: the store waits for the embedding one, the agent
+    // for its store.
+    apply_yaml(&client, SUMMARIZER).await;
+    wait_until(
+        &scratch,
+        "notes waits for its embedding ModelAPI",
+        Duration::from_secs(30),
+        || store_message("embedding ModelAPI \"embedder\" not found"),
+    )
+    .await;
+    wait_until(
+        &scratch,
+        "helper waits for its MemoryStore",
+        Duration::from_secs(30),
+        || async {
+            let status = agents.get("helper").await.ok()?.status?;
+            (status.message.as_deref() == Some("MemoryStore notes is not ready")).then_some(())
+        },
+    )
+    .await;
+    for name in ["memorystore-notes", "agent-helper"] {
+        assert!(
+            deployments.get_opt(name).await.expect("get").is_none(),
+            "{name} created while its dependencies wait"
+        );
+    }
+
+    // Both Ready: the store runs and publishes its endpoint, the agent is bound to it.
+    apply_yaml(&client, EMBEDDER).await;
+    let endpoint = "http://memorystore-notes.default.svc.cluster.local:8080";
+    let status = wait_until(
+        &scratch,
+        "notes is Ready",
+        Duration::from_secs(30),
+        || async {
+            let status = stores.get("notes").await.ok()?.status?;
+            status.ready.then_some(status)
+        },
+    )
+    .await;
+    assert_eq!(status.phase.map(|p| p.as_str()), Some("Ready"));
+    assert_eq!(status.endpoint.as_deref(), Some(endpoint));
+    let summarizer = Api::<ModelAPI>::default_namespaced(client.clone())
+        .get("summarizer")
+        .await
+        .expect("summarizer")
+        .status
+        .and_then(|s| s.endpoint)
+        .expect("the summarizer's endpoint");
+    let deployment = deployments
+        .get("memorystore-notes")
+        .await
+        .expect("Deployment");
+    assert_eq!(
+        env_of(&deployment, "KAOS_MEMORY_MODEL_BASE_URL"),
+        Some(format!("{summarizer}/v1"))
+    );
+    let pod = deployment
+        .spec
+        .and_then(|s| s.template.spec)
+        .expect("pod spec");
+    assert_eq!(pod.containers[0].image.as_deref(), Some("kaos-memory:e2e"));
+    let service = Api::<Service>::default_namespaced(client.clone())
+        .get("memorystore-notes")
+        .await
+        .expect("Service");
+    assert_eq!(
+        service
+            .spec
+            .and_then(|s| s.ports)
+            .map(|p| p.iter().map(|p| p.port).collect::<Vec<_>>()),
+        Some(vec![8080])
+    );
+    let claim = Api::<PersistentVolumeClaim>::default_namespaced(client.clone())
+        .get("memorystore-notes-data")
+        .await
+        .expect("the data claim");
+    let volume = pod.volumes.unwrap_or_default();
+    assert_eq!(
+        volume
+            .first()
+            .and_then(|v| v.persistent_volume_claim.as_ref())
+            .map(|c| c.claim_name.as_str()),
+        claim.metadata.name.as_deref()
+    );
+
+    wait_until(
+        &scratch,
+        "helper is Ready",
+        Duration::from_secs(30),
+        || async {
+            let ready = agents.get("helper").await.ok()?.status?.ready;
+            ready.then_some(())
+        },
+    )
+    .await;
+    let agent = deployments
+        .get("agent-helper")
+        .await
+        .expect("agent Deployment");
+    assert_eq!(
+        env_of(&agent, "MEMORY_STORE_ENDPOINT").as_deref(),
+        Some(endpoint)
     );
 }
 

@@ -1,22 +1,13 @@
 //! Every manifest in `examples/` is accepted by the generated CRD schemas (strict field
-//! validation, so a misspelt field fails) and reads into the Rust types.
+//! validation, so a misspelt field fails) and reads into the Rust types. (`e2e.rs` applies them
+//! all and waits until every resource, MemoryStores included, is Ready.)
 
 use kaos_api::agent::Agent;
 use kaos_api::mcpserver::MCPServer;
 use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
-use kaos_tests::{Schemas, repo_root, yaml_documents};
+use kaos_tests::{Schemas, example_files, repo_root, yaml_documents};
 use serde_json::Value;
-
-fn example_files() -> Vec<std::path::PathBuf> {
-    let mut files: Vec<_> = std::fs::read_dir(repo_root().join("examples"))
-        .expect("examples/ exists")
-        .map(|e| e.expect("readable entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
-        .collect();
-    files.sort();
-    files
-}
 
 #[test]
 fn every_example_passes_schema_validation_and_reads_into_the_types() {

@@ -16,6 +16,17 @@ pub fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// The manifests in `examples/`, sorted.
+pub fn example_files() -> Vec<PathBuf> {
+    let mut files: Vec<_> = std::fs::read_dir(repo_root().join("examples"))
+        .expect("examples/ exists")
+        .map(|e| e.expect("readable entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+        .collect();
+    files.sort();
+    files
+}
+
 /// Every YAML document of a file, as JSON values (empty documents skipped).
 pub fn yaml_documents(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path)

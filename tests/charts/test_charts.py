@@ -3,6 +3,7 @@ object validated strictly against the Kubernetes 1.33 and 1.37 schemas."""
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import helm_python
@@ -15,7 +16,7 @@ from chart import NAMESPACE, REPO, SUBCHARTS, UMBRELLA, default_manifest, is_hoo
 KUBERNETES_VERSIONS = ["1.33.0", "1.37.0"]
 # Custom resources the validator has no schema for.
 CUSTOM_KINDS = {"ServiceMonitor", "PrometheusRule"}
-CONTROLLERS = ["agent-controller", "modelapi-controller", "mcpserver-controller"]
+CONTROLLERS = ["agent-controller", "modelapi-controller", "mcpserver-controller", "memorystore-controller"]
 
 
 def by_kind(objects, kind):
@@ -48,7 +49,7 @@ def test_default_rendering():
                                                            "thirdpartyservices.kaos.tools"]
     for crd in by_kind(objects, "CustomResourceDefinition"):
         assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
-    expected = ["kaos-agent-controller", "kaos-mcpserver-controller", "kaos-modelapi-controller"]
+    expected = [f"kaos-{c}" for c in sorted(CONTROLLERS)]
     for kind in ["Deployment", "ServiceAccount", "ClusterRoleBinding", "PodDisruptionBudget"]:
         assert names(objects, kind) == expected, kind
     assert names(objects, "ClusterRole") == sorted(expected + ["kaos-metrics-reader"])
@@ -80,7 +81,10 @@ def test_each_controller_reads_its_own_settings():
     assert env["kaos-modelapi-controller"]["DEFAULT_LITELLM_IMAGE"] == "ghcr.io/berriai/litellm:main-stable"
     assert env["kaos-modelapi-controller"]["DEFAULT_OLLAMA_IMAGE"] == "ollama/ollama:latest"
     assert env["kaos-mcpserver-controller"]["SYSTEM_NAMESPACE"] == NAMESPACE
+    assert env["kaos-memorystore-controller"]["DEFAULT_MEMORY_SERVICE_IMAGE"] == "axsauze/kaos-memory-service:latest"
+    assert env["kaos-memorystore-controller"]["GATEWAY_DEFAULT_MEMORY_TIMEOUT"] == "30s"
     assert "DEFAULT_AGENT_IMAGE" not in env["kaos-modelapi-controller"], "each reads only what its kind needs"
+    assert "SYSTEM_NAMESPACE" not in env["kaos-memorystore-controller"], "no MCP runtime registry to find"
     for settings in env.values():
         assert settings["DEFAULT_LOG_LEVEL"] == "INFO"
         assert settings["GATEWAY_API_ENABLED"] == "false"
@@ -98,7 +102,7 @@ def test_each_controller_can_be_disabled_alone(disabled):
     objects = render({disabled: {"enabled": False}})
     deployments = names(objects, "Deployment")
     assert f"kaos-{disabled}" not in deployments
-    assert len(deployments) == 2
+    assert len(deployments) == len(CONTROLLERS) - 1
     assert len(by_kind(objects, "CustomResourceDefinition")) == 6
 
 
@@ -158,7 +162,7 @@ def test_plain_metrics_when_secure_is_off():
     objects = render({"global": {"metrics": {"secure": False}, "serviceMonitor": {"enabled": True}}})
     for deployment in by_kind(objects, "Deployment"):
         assert metrics_endpoint(deployment) == (["--metrics-bind-address=:8080"], 8080, None, None)
-    assert [s["spec"]["ports"][0]["port"] for s in by_kind(objects, "Service")] == [8080] * 3
+    assert [s["spec"]["ports"][0]["port"] for s in by_kind(objects, "Service")] == [8080] * len(CONTROLLERS)
     assert names(objects, "ClusterRole") == [f"kaos-{c}" for c in sorted(CONTROLLERS)]
     for role in by_kind(objects, "ClusterRole"):
         assert not [r for r in role["rules"] if r in METRICS_AUTH_RULES]
@@ -209,6 +213,7 @@ def test_dashboards_and_alerts():
     objects = render({"dashboards": {"enabled": True}, "prometheusRule": {"enabled": True}, "global": {"serviceMonitor": {"enabled": True}}})
     dashboards = [c for c in by_kind(objects, "ConfigMap") if c["metadata"].get("labels", {}).get("grafana_dashboard") == "1"]
     assert sorted(c["metadata"]["name"] for c in dashboards) == ["kaos-dashboard-controllers", "kaos-dashboard-resources"]
+    selected = []
     for config_map in dashboards:
         (text,) = config_map["data"].values()
         dashboard = json.loads(text)
@@ -222,10 +227,15 @@ def test_dashboards_and_alerts():
                 assert metric in exprs, metric
         else:
             assert "kaos_resources" in exprs
-    assert len(by_kind(objects, "ServiceMonitor")) == 3
+        selected += re.findall(r'controller=~"([^"]*)"', exprs)
+    assert len(by_kind(objects, "ServiceMonitor")) == len(CONTROLLERS)
     (rule,) = by_kind(objects, "PrometheusRule")
     alerts = [r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]]
-    assert alerts == ["KaosReconcileErrors", "KaosNoLeader"] + ["KaosControllerAbsent"] * 3 + ["KaosResourcesFailed"]
+    assert alerts == ["KaosReconcileErrors", "KaosNoLeader"] + ["KaosControllerAbsent"] * len(CONTROLLERS) + ["KaosResourcesFailed"]
+    # Every panel and alert that selects controllers by their metrics' `controller` label selects
+    # them all (the dashboards are plain JSON, kept by hand).
+    selected += re.findall(r'controller=~"([^"]*)"', " ".join(r["expr"] for g in rule["spec"]["groups"] for r in g["rules"]))
+    assert len(selected) > 10 and set(selected) == {"|".join(c.removesuffix("-controller") for c in CONTROLLERS)}, selected
     # The alerts' behaviour is tested with promtool (tests/alerts); that the controllers export
     # every series the dashboards and alerts query, by tests/e2e.rs.
 
@@ -245,10 +255,12 @@ def test_alerts_link_the_runbooks_at_a_configurable_address():
 def test_lease_alerts_watch_the_installed_controllers_leases_only():
     exprs = [r["expr"] for r in rules({"agent-controller": {"enabled": False},
                                         "modelapi-controller": {"controller": {"lease": "models-lease"}}}, release="prod")]
-    assert 'max by (name) (leader_election_master_status{name=~"models-lease|prod-kaos-mcpserver-controller"}) < 1' in exprs
+    assert ('max by (name) (leader_election_master_status{name=~"models-lease|prod-kaos-mcpserver-controller|'
+            'prod-kaos-memorystore-controller"}) < 1') in exprs
     absent = [e for e in exprs if e.startswith("absent(")]
     assert absent == ['absent(leader_election_master_status{name="models-lease"})',
-                      'absent(leader_election_master_status{name="prod-kaos-mcpserver-controller"})']
+                      'absent(leader_election_master_status{name="prod-kaos-mcpserver-controller"})',
+                      'absent(leader_election_master_status{name="prod-kaos-memorystore-controller"})']
     none = rules({name: {"enabled": False} for name in CONTROLLERS})
     assert [r["alert"] for r in none] == ["KaosReconcileErrors", "KaosResourcesFailed"]
 
@@ -393,9 +405,7 @@ def test_controller_log_level_and_concurrency():
 
 def test_generated_pods_are_restricted_unless_a_kind_is_relaxed():
     env = {name: dict(container_env(d)) for name, d in deployments(render()).items()}
-    assert {name: e["POD_SECURITY"] for name, e in env.items()} == {
-        "kaos-agent-controller": "restricted", "kaos-modelapi-controller": "restricted",
-        "kaos-mcpserver-controller": "restricted"}
+    assert {name: e["POD_SECURITY"] for name, e in env.items()} == {f"kaos-{c}": "restricted" for c in CONTROLLERS}
     values = {"modelapi-controller": {"podSecurity": "baseline"}}
     env = {name: dict(container_env(d)) for name, d in deployments(render(values)).items()}
     assert env["kaos-modelapi-controller"]["POD_SECURITY"] == "baseline"
@@ -442,7 +452,7 @@ def test_names_derive_from_the_release():
     objects = render(EVERYTHING, release="prod", namespace="team-prod")
     for kind, _, name in object_names(objects):
         assert name.startswith("prod-kaos-") or name == "prod-kaos" or name == "kaos-mcp-runtimes", (kind, name)
-    assert names(objects, "Deployment") == ["prod-kaos-agent-controller", "prod-kaos-mcpserver-controller", "prod-kaos-modelapi-controller"]
+    assert names(objects, "Deployment") == [f"prod-kaos-{c}" for c in sorted(CONTROLLERS)]
     assert names(objects, "PrometheusRule") == ["prod-kaos"]
     for deployment in by_kind(objects, "Deployment"):
         name = deployment["metadata"]["name"]
@@ -453,7 +463,8 @@ def test_names_derive_from_the_release():
         assert role["rules"][0]["resourceNames"] == [role["metadata"]["name"].removesuffix("-leader-election")]
     (rule,) = by_kind(objects, "PrometheusRule")
     exprs = " ".join(r["expr"] for g in rule["spec"]["groups"] for r in g["rules"])
-    assert 'name=~"prod-kaos-agent-controller|prod-kaos-modelapi-controller|prod-kaos-mcpserver-controller"' in exprs, \
+    assert 'name=~"prod-kaos-agent-controller|prod-kaos-modelapi-controller|prod-kaos-mcpserver-controller|' \
+        'prod-kaos-memorystore-controller"' in exprs, \
         "the no-leader alert watches this release's Leases"
     # A release whose name contains kaos is the prefix itself.
     assert "kaos-staging-agent-controller" in names(render(release="kaos-staging"), "Deployment")
@@ -475,14 +486,17 @@ def test_two_releases_in_different_namespaces_do_not_collide():
     assert not first & second
     # Cluster-scoped objects have no namespace, and the dashboards share one (dashboards.namespace).
     shared = [(k, n) for k, _, n in second if k in CLUSTER_SCOPED or "dashboard" in n]
-    assert len(shared) == 9 and not {(k, n) for k, _, n in first} & set(shared)
+    # A ClusterRole and its binding per controller, the metrics reader role, two dashboards.
+    assert len(shared) == 2 * len(CONTROLLERS) + 3 and not {(k, n) for k, _, n in first} & set(shared)
 
 
 def test_name_overrides():
     objects = render({**EVERYTHING, "global": {**EVERYTHING["global"], "fullnameOverride": "ops"},
                       "agent-controller": {"fullnameOverride": "agents", "controller": {"lease": "agents-lease"}}})
-    assert names(objects, "Deployment") == ["agents", "ops-mcpserver-controller", "ops-modelapi-controller"]
-    assert names(objects, "ClusterRole") == ["agents", "ops-mcpserver-controller", "ops-metrics-reader", "ops-modelapi-controller"]
+    assert names(objects, "Deployment") == ["agents", "ops-mcpserver-controller", "ops-memorystore-controller",
+                                            "ops-modelapi-controller"]
+    assert names(objects, "ClusterRole") == ["agents", "ops-mcpserver-controller", "ops-memorystore-controller",
+                                             "ops-metrics-reader", "ops-modelapi-controller"]
     assert "agents-metrics" in names(objects, "Service")
     assert names(objects, "PrometheusRule") == ["ops"]
     assert dict(container_env(deployments(objects)["agents"]))["LEADER_ELECTION_ID"] == "agents-lease"
@@ -501,6 +515,8 @@ BAD_VALUES = [
     ({"global": {"serviceMonitor": {"lables": {"release": "prom"}}}}, "lables"),
     ({"agent-controller": {"nodeSelectr": {"a": "b"}}}, "nodeSelectr"),
     ({"mcpserver-controller": {"controller": {"image": {"digets": "sha256:x"}}}}, "digets"),
+    ({"memorystore-controller": {"gatewayDefaultTimeout": "soon"}}, "/gatewayDefaultTimeout"),
+    ({"global": {"images": {"memoryService": ""}}}, "/global/images/memoryService"),
     ({"prometheusRule": {"enabeld": True}}, "enabeld"),
     ({"prometheusRule": {"runbookUrl": "docs/runbooks.md"}}, "/prometheusRule/runbookUrl"),
     ({"dashbords": {"enabled": True}}, "dashbords"),
@@ -553,16 +569,18 @@ def test_every_chart_shares_the_same_global_values_and_schema():
         assert schema["$defs"]["global"] == umbrella_schema["$defs"]["global"], name
         if name != "kaos-crds":
             assert blocks(UMBRELLA / "charts" / name / "values.yaml") == umbrella_values, name
-    controllers = [json.loads((UMBRELLA / "charts" / n / "values.schema.json").read_text())["properties"] for n in CONTROLLERS]
-    assert controllers[0] == controllers[1]
-    assert {k: v for k, v in controllers[2].items() if k != "extraRuntimes"} == controllers[0]
+    schemas = {n: json.loads((UMBRELLA / "charts" / n / "values.schema.json").read_text())["properties"] for n in CONTROLLERS}
+    agent = schemas.pop("agent-controller")
+    for name, properties in schemas.items():
+        # Only the mcpserver controller has a value of its own (its runtime registry).
+        assert {k: v for k, v in properties.items() if k != "extraRuntimes"} == agent, name
 
 
 def test_notes_say_what_was_installed_and_how_to_check_it():
     text = notes()
     assert "release kaos in namespace kaos-system" in text
-    for name in ["kaos-agent-controller", "kaos-modelapi-controller", "kaos-mcpserver-controller"]:
-        assert f"logs deployment/{name}" in text
+    for controller in CONTROLLERS:
+        assert f"logs deployment/kaos-{controller}" in text
     assert "docs/install.md" in text and "charts/kaos/README.md" in text
     text = notes({"agent-controller": {"enabled": False}, "prometheusRule": {"enabled": True, "labels": {"release": "prom"}}},
                  release="prod")
@@ -624,7 +642,8 @@ def test_plain_manifests_equal_the_default_rendering():
     assert committed == default_manifest(), "run scripts/render-deploy.py and commit deploy/kaos.yaml"
 
 
-# The uninstall hooks (global.uninstall.releaseFinalizers, docs/install.md "Uninstall").
+# The uninstall hooks (global.uninstall.releaseFinalizers, docs/install.md "Uninstall"): one per
+# controller that adds a finalizer, and its kind. The memorystore controller adds none.
 KINDS = {"agent-controller": "agents", "modelapi-controller": "modelapis", "mcpserver-controller": "mcpservers"}
 RESTRICTED_POD = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
 RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
@@ -639,8 +658,10 @@ def test_uninstall_hooks_release_each_controllers_finalizers():
     objects = render(hooks=True)
     hooked = [o for o in objects if is_hook(o)]
     deployments = {d["metadata"]["name"]: d for d in by_kind(objects, "Deployment")}
-    assert names(hooked, "Job") == [f"kaos-{c}-uninstall" for c in sorted(CONTROLLERS)]
-    assert names(hooked, "ServiceAccount") == [f"kaos-{c}-uninstall" for c in sorted(CONTROLLERS)]
+    assert names(hooked, "Job") == [f"kaos-{c}-uninstall" for c in sorted(KINDS)]
+    assert names(hooked, "ServiceAccount") == [f"kaos-{c}-uninstall" for c in sorted(KINDS)]
+    # MemoryStores carry no finalizer: nothing to release, no hook object at all.
+    assert not [o for o in hooked if "memorystore" in o["metadata"]["name"]]
     for obj in hooked:
         annotations = obj["metadata"]["annotations"]
         assert annotations["helm.sh/hook"] == "pre-delete", obj["metadata"]["name"]
@@ -715,8 +736,44 @@ def test_uninstall_hooks_follow_the_release_settings():
 
 def test_uninstall_hooks_can_be_turned_off_and_never_reach_deploy():
     assert not hooks({"global": {"uninstall": {"releaseFinalizers": False}}})
-    # A controller installed alone brings its own hook.
-    assert names(hooks({"agent-controller": {"enabled": True}, "modelapi-controller": {"enabled": False},
-                        "mcpserver-controller": {"enabled": False}}), "Job") == ["kaos-agent-controller-uninstall"]
+    # A controller installed alone brings its own hook, if it has one.
+    alone = {c: {"enabled": False} for c in CONTROLLERS}
+    assert names(hooks({**alone, "agent-controller": {"enabled": True}}), "Job") == ["kaos-agent-controller-uninstall"]
+    assert not hooks({**alone, "memorystore-controller": {"enabled": True}})
     # deploy/kaos.yaml (kubectl apply) must not run the Job at install.
     assert "release-finalizers" not in default_manifest()
+
+
+# What the memorystore controller is granted, exactly: tests/chart_rbac.rs proves it enough and
+# every grant used. No write of the MemoryStores themselves: they carry no finalizer.
+MEMORYSTORE_RULES = [
+    {"apiGroups": ["kaos.tools"], "resources": ["memorystores"], "verbs": ["list", "watch"]},
+    {"apiGroups": ["kaos.tools"], "resources": ["memorystores/status"], "verbs": ["patch"]},
+    {"apiGroups": ["kaos.tools"], "resources": ["modelapis"], "verbs": ["list", "watch"]},
+    {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list", "watch", "get", "create", "patch"]},
+    {"apiGroups": [""], "resources": ["services"], "verbs": ["list", "watch", "get", "create", "patch"]},
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["list", "watch", "get", "create", "patch"]},
+    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list", "watch", "get", "create", "patch", "delete"]},
+    {"apiGroups": ["gateway.networking.k8s.io"], "resources": ["httproutes"],
+     "verbs": ["list", "watch", "get", "create", "patch", "delete"]},
+    {"apiGroups": [""], "resources": ["secrets", "configmaps"], "verbs": ["get"]},
+    {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+]
+
+
+def test_the_memorystore_controller_is_granted_exactly_what_it_uses():
+    objects = render()
+    (role,) = [r for r in by_kind(objects, "ClusterRole") if r["metadata"]["name"] == "kaos-memorystore-controller"]
+    assert role["rules"] == MEMORYSTORE_RULES + METRICS_AUTH_RULES
+    # Its own Lease only, in the release namespace; no release-namespace rules of its own.
+    (lease_role,) = [r for r in by_kind(objects, "Role") if r["metadata"]["name"] == "kaos-memorystore-controller-leader-election"]
+    assert lease_role["metadata"]["namespace"] == NAMESPACE
+    assert lease_role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["kaos-memorystore-controller"],
+         "verbs": ["get", "update"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+    ]
+    namespaced = render({"global": {"watchNamespaces": ["team-a"]}})
+    (team_role,) = [r for r in by_kind(namespaced, "Role")
+                    if r["metadata"]["name"] == "kaos-memorystore-controller" and r["metadata"]["namespace"] == "team-a"]
+    assert team_role["rules"] == MEMORYSTORE_RULES

@@ -20,14 +20,14 @@ import yaml
 from plane import CONTROLLERS, REPO
 
 BIN_DIR = Path(os.environ.get("KAOS_BIN_DIR", REPO / "target" / "debug"))
-BUILD = "cargo build -p agent-controller -p modelapi-controller -p mcpserver-controller"
+BUILD = "cargo build --workspace"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$")
 LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
 def controller_label(binary):
-    """The `controller` label of a binary's metrics: agent, modelapi, mcpserver."""
+    """The `controller` label of a binary's metrics: agent, modelapi, mcpserver, memorystore."""
     return binary.removesuffix("-controller")
 
 

@@ -66,7 +66,8 @@ def test_install_establishes_crds_and_rolls_out_restricted_controllers(plane, re
         assert condition(obj, "Established") == "True", obj["status"]
         assert condition(obj, "NamesAccepted") == "True", obj["status"]
     served = {r["name"] for r in plane.get("/apis/kaos.tools/v1alpha1")["resources"]}
-    assert {"agents", "agents/status", "modelapis", "mcpservers"} <= served, served
+    assert {"agents", "agents/status", "modelapis", "mcpservers", "memorystores",
+            "memorystores/status"} <= served, served
 
     kwok_nodes = plane.kwok_nodes()
     for controller in CONTROLLERS:
@@ -121,6 +122,22 @@ def test_install_establishes_crds_and_rolls_out_restricted_controllers(plane, re
     assert can_i(plane, "mcpserver-controller", "list", "secrets", "-n", NAMESPACE) == "no"
     assert can_i(plane, "mcpserver-controller", "watch", "secrets", "--all-namespaces") == "no"
     assert can_i(plane, "mcpserver-controller", "update", "secrets", "-n", NAMESPACE) == "no"
+    # MemoryStores carry no finalizer: their controller writes only their status, and the claims
+    # it creates it never deletes (they go with their MemoryStore); the budgets it does.
+    assert can_i(plane, "memorystore-controller", "patch", "memorystores.kaos.tools",
+                 "--subresource=status", "--all-namespaces") == "yes"
+    assert can_i(plane, "memorystore-controller", "patch", "memorystores.kaos.tools",
+                 "--all-namespaces") == "no"
+    assert can_i(plane, "memorystore-controller", "create", "persistentvolumeclaims",
+                 "--all-namespaces") == "yes"
+    assert can_i(plane, "memorystore-controller", "delete", "persistentvolumeclaims",
+                 "--all-namespaces") == "no"
+    assert can_i(plane, "memorystore-controller", "delete", "poddisruptionbudgets.policy",
+                 "--all-namespaces") == "yes"
+    assert can_i(plane, "memorystore-controller", "get", "secrets", "-n", NAMESPACE) == "yes"
+    assert can_i(plane, "memorystore-controller", "list", "secrets", "-n", NAMESPACE) == "no"
+    assert can_i(plane, "memorystore-controller", "watch", "configmaps/kaos-mcp-runtimes",
+                 "-n", NAMESPACE) == "no"
     # Secure metrics: each controller may ask who scrapes it.
     for controller in CONTROLLERS:
         assert can_i(plane, controller, "create", "tokenreviews.authentication.k8s.io") == "yes"
@@ -165,7 +182,7 @@ def test_upgrade_applies_changed_values_as_revision_2(plane, release):
     # The PodDisruptionBudget is rendered only for more than one replica: the upgrade deletes it.
     pdbs = names(plane, f"/apis/policy/v1/namespaces/{NAMESPACE}/poddisruptionbudgets",
                  labelSelector=INSTANCE)
-    assert pdbs == ["kaos-mcpserver-controller", "kaos-modelapi-controller"], pdbs
+    assert pdbs == [f"kaos-{c}" for c in sorted(CONTROLLERS) if c != "agent-controller"], pdbs
     for controller in CONTROLLERS:
         dep = deployment(plane, controller)
         assert env_of(dep)["DEFAULT_LOG_LEVEL"] == "DEBUG", f"kaos-{controller}"

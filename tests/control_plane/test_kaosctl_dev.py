@@ -1,10 +1,11 @@
-"""`kaosctl dev --kubeconfig` on a real kube-apiserver: the real kaosctl binary runs the three
+"""`kaosctl dev --kubeconfig` on a real kube-apiserver: the real kaosctl binary runs the
 controllers in-process against the plane (as kubebuilder's `make run` does), with a kubeconfig
 whose context points at a namespace of its own.
 
 Covers: without the CRDs it stops with one line naming what is missing and a hint; with
 `--install-crds` it installs them and the MCP runtime registry, applies examples/quickstart.yaml
-into the context's namespace and exits once everything is Ready, the pods Running on kwok nodes;
+and a MemoryStore with an agent bound to it into the context's namespace and exits once
+everything is Ready, the pods Running on kwok nodes;
 the Leases are in that namespace and released on exit; run again without `--apply` it serves
 until Ctrl-C, releases the finalizers of deleted resources meanwhile, and stops cleanly (exit 0,
 Leases released). Leaves the plane as found (no CRD, no namespace of its own).
@@ -32,6 +33,30 @@ SYSTEM_NAMESPACE = "kaos-system"
 KAOS = "/apis/kaos.tools/v1alpha1"
 KAOSCTL = Path(os.environ.get("KAOSCTL", REPO / "target" / "debug" / "kaosctl"))
 QUICKSTART = REPO / "examples" / "quickstart.yaml"
+# A store on the quickstart's ModelAPI and an agent bound to it. External storage: the plane has
+# no volume provisioner, so a pod mounting a `local` store's claim would never be scheduled.
+MEMORY = """apiVersion: v1
+kind: Secret
+metadata: {name: team-memory-db}
+stringData: {dsn: "postgresql://memory@db/memory"}
+---
+apiVersion: kaos.tools/v1alpha1
+kind: MemoryStore
+metadata: {name: team-memory}
+spec:
+  storage: {type: external, external: {connectionSecretRef: {name: team-memory-db, key: dsn}}}
+  models:
+    summarization: {modelAPI: llm-proxy, model: openai/gpt-4o-mini}
+    embedding: {modelAPI: llm-proxy, model: openai/text-embedding-3-small}
+---
+apiVersion: kaos.tools/v1alpha1
+kind: Agent
+metadata: {name: recall}
+spec:
+  modelAPI: llm-proxy
+  model: openai/gpt-4o-mini
+  config: {memory: {memoryStore: team-memory}}
+"""
 
 
 @pytest.fixture(scope="module")
@@ -92,28 +117,40 @@ def test_install_crds_brings_the_quickstart_to_ready_on_the_real_plane(plane, ku
     credentials = tmp_path / "credentials.yaml"
     credentials.write_text("apiVersion: v1\nkind: Secret\nmetadata: {name: openai-credentials}\n"
                            "stringData: {api-key: sk-test}\n")
+    memory = tmp_path / "memory.yaml"
+    memory.write_text(MEMORY)
     result = kaosctl_dev(kubeconfig, "--install-crds", "--apply", str(credentials),
-                         "--apply", str(QUICKSTART),
+                         "--apply", str(QUICKSTART), "--apply", str(memory),
                          "--exit-when-ready", "--timeout", "120")
     assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
     assert f"Leases in namespace {NAMESPACE}" in result.stderr, result.stderr
     assert "all resources are Ready" in result.stdout, result.stdout
-    for line in ["ModelAPI   llm-proxy", "MCPServer  echo-tools", "Agent      coordinator",
-                 "Agent      worker", f"Deployment {NAMESPACE}/agent-worker"]:
+    endpoint = f"http://memorystore-team-memory.{NAMESPACE}.svc.cluster.local:8080"
+    for line in ["ModelAPI     llm-proxy", "MCPServer    echo-tools", "Agent        coordinator",
+                 "Agent        worker", f"MemoryStore  team-memory  Ready  {endpoint}",
+                 f"Deployment {NAMESPACE}/agent-worker",
+                 f"Deployment {NAMESPACE}/memorystore-team-memory",
+                 "memorystore-controller: http://"]:
         assert line in result.stdout, f"missing {line!r} in:\n{result.stdout}"
 
     for crd in CRDS:
         found = plane.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}")
         assert found, f"CRD {crd} not installed"
     assert plane.get(f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/configmaps/kaos-mcp-runtimes")
-    for plural in ("agents", "modelapis", "mcpservers"):
+    for plural in ("agents", "modelapis", "mcpservers", "memorystores"):
         for obj in plane.items(f"{KAOS}/namespaces/{NAMESPACE}/{plural}"):
             assert obj["status"]["phase"] == "Ready", obj["status"]
-            assert obj["metadata"].get("finalizers"), obj["metadata"]
+            # MemoryStores carry none, as in KAOS: their children go by garbage collection.
+            assert bool(obj["metadata"].get("finalizers")) == (plural != "memorystores"), \
+                obj["metadata"]
+    agent = plane.get(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/agent-recall")
+    container = agent["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["MEMORY_STORE_ENDPOINT"] == endpoint, env
     kwok = plane.kwok_nodes()
     pods = plane.items(f"/api/v1/namespaces/{NAMESPACE}/pods")
-    assert {p["metadata"]["labels"].get("app") for p in pods} == {"agent", "modelapi",
-                                                                  "mcpserver"}, pods
+    assert {p["metadata"]["labels"].get("app") for p in pods} == {"agent", "modelapi", "mcpserver",
+                                                                  "memorystore"}, pods
     for pod in pods:
         assert pod["status"]["phase"] == "Running" and pod["spec"]["nodeName"] in kwok, pod
     # Leases in the context's namespace, handed over on exit.
@@ -139,8 +176,8 @@ def test_it_runs_until_ctrl_c_and_stops_cleanly(plane, kubeconfig):
     try:
         assert running.wait(120), "".join(stderr)
         assert all(lease_holders(plane).values()), lease_holders(plane)
-        plane.kubectl("delete", "agents,modelapis,mcpservers", "--all", "-n", NAMESPACE,
-                      "--wait", "--timeout=60s", timeout=90)
+        plane.kubectl("delete", "agents,modelapis,mcpservers,memorystores", "--all",
+                      "-n", NAMESPACE, "--wait", "--timeout=60s", timeout=90)
         process.send_signal(signal.SIGINT)
         process.wait(timeout=30)
         stdout = process.stdout.read()

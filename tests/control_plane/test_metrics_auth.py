@@ -12,12 +12,11 @@ import ssl
 import pytest
 
 from controllers import Controllers, http_get, parse_metrics
-from plane import install_chart, remove_chart, requires_plane, wait_until
+from plane import CONTROLLERS, install_chart, remove_chart, requires_plane, wait_until
 
 pytestmark = requires_plane
 
 NAMESPACE = "kaos-metrics"
-CONTROLLERS = ["agent-controller", "modelapi-controller", "mcpserver-controller"]
 # The chart's reader role (release kaos), bound to the scraper as a Prometheus would be.
 READER_ROLE = "kaos-metrics-reader"
 BINDING = "kaos-test-metrics-scraper"

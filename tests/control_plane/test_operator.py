@@ -8,16 +8,16 @@ each other controller.
 Covers: /readyz once synced; the quickstart Ready (with pods Running on kwok nodes, on the real
 plane, in a namespace enforcing the restricted Pod Security Standard); an inline API key kept in
 an owned Secret; a spec edit rolls the Deployment once; drift restored; leader failover; a peer
-pair and a mesh converge and go quiet; no request was forbidden; namespace deletion completes; on the
+pair and a mesh converge and go quiet; MemoryStores get their memory service, claim and
+disruption budget, and no finalizer; no request was forbidden; namespace deletion completes; on the
 testkit, convergence through injected faults; on the real plane, a terminating namespace that
 took a resource's children first is no reconcile error. A test that only one cluster can show is
 marked `only_on` with the reason.
 
 The testkit half runs as is (`python3 -m pytest tests/control_plane/test_operator.py -k
 testkit`); the real-plane half only with KAOS_CONTROL_PLANE=1. Both need the debug binaries
-(`cargo build -p kaos-testkit -p agent-controller -p modelapi-controller -p
-mcpserver-controller`) and the plane's kubectl and helm (`scripts/control-plane build`); see
-docs/testing.md.
+(`cargo build --workspace`: kaos-testkit and the controllers) and the plane's kubectl and helm
+(`scripts/control-plane build`); see docs/testing.md.
 """
 
 import json
@@ -62,6 +62,7 @@ def controllers(cluster, release, tmp_path_factory):
         running.start("agent-controller", 2)
         running.start("modelapi-controller", 1)
         running.start("mcpserver-controller", 1)
+        running.start("memorystore-controller", 1)
         yield running
     finally:
         running.stop_all()
@@ -454,6 +455,89 @@ def test_peer_pair_and_mesh_converge_then_go_quiet(cluster, controllers, namespa
              if after.get(name, 0) != count}
     assert not moved, f"reconciles in a {IDLE_WINDOW} s idle window: {moved}"
     assert not not_converged(cluster, namespace)
+
+
+# An `external` store (two pods by default) with its DSN Secret, and a `local` one (one pod and a
+# claim), both on the quickstart's ModelAPI.
+MEMORY_STORES = textwrap.dedent("""\
+    ---
+    apiVersion: v1
+    kind: Secret
+    metadata: {name: memory-dsn}
+    stringData: {dsn: "postgresql://memory@db.invalid/memory"}
+    ---
+    apiVersion: kaos.tools/v1alpha1
+    kind: MemoryStore
+    metadata: {name: shared}
+    spec:
+      storage: {type: external, external: {connectionSecretRef: {name: memory-dsn, key: dsn}}}
+      models:
+        summarization: {modelAPI: llm-proxy, model: openai/gpt-4o-mini}
+        embedding: {modelAPI: llm-proxy, model: openai/text-embedding-3-small}
+    ---
+    apiVersion: kaos.tools/v1alpha1
+    kind: MemoryStore
+    metadata: {name: local}
+    spec:
+      storage: {type: local}
+      models:
+        summarization: {modelAPI: llm-proxy, model: openai/gpt-4o-mini}
+        embedding: {modelAPI: llm-proxy, model: openai/text-embedding-3-small}
+    """)
+
+
+def test_memory_stores_get_their_service_claim_and_budget(cluster, controllers, namespaces):
+    """The memorystore controller under the chart's RBAC, its pods admitted where `restricted`
+    is enforced. The `local` store's pod cannot start on the real plane (no volume provisioner
+    binds its claim), so only its children are checked, not its readiness."""
+    namespace = namespaces.create("memory", RESTRICTED)
+    apply(cluster, namespace, model_api() + MEMORY_STORES)
+    stores = f"{KAOS}/namespaces/{namespace}/memorystores"
+    claim_path = f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/memorystore-local-data"
+    budgets = f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"
+
+    def owned(obj, store):
+        return obj["metadata"]["ownerReferences"][0]["uid"] == store["metadata"]["uid"]
+
+    def ready():
+        store = cluster.get(f"{stores}/shared")
+        status = store.get("status", {})
+        current = status.get("observedGeneration") == store["metadata"]["generation"]
+        deployment = deployments(cluster, namespace).get("memorystore-shared")
+        rolled = deployment is not None and rolled_out(deployment)
+        return bool(status.get("ready") and current and rolled), status
+
+    wait_until("the external MemoryStore to be Ready", ready)
+    shared = cluster.get(f"{stores}/shared")
+    assert shared["status"]["endpoint"] == (
+        f"http://memorystore-shared.{namespace}.svc.cluster.local:8080"), shared["status"]
+    deployment = deployments(cluster, namespace)["memorystore-shared"]
+    assert deployment["spec"]["replicas"] == 2 and owned(deployment, shared)
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "axsauze/kaos-memory-service:latest", "the chart's default"
+    dsn = next(e for e in container["env"] if e["name"] == "KAOS_MEMORY_EXTERNAL_DSN")
+    assert dsn["valueFrom"] == {"secretKeyRef": {"name": "memory-dsn", "key": "dsn"}}
+    assert owned(cluster.get(f"/api/v1/namespaces/{namespace}/services/memorystore-shared"),
+                 shared)
+    budget = cluster.get(f"{budgets}/memorystore-shared")
+    assert budget["spec"]["minAvailable"] == 1 and owned(budget, shared)
+
+    local = wait_until("the local MemoryStore's claim and Deployment", lambda: (
+        (store := cluster.get(f"{stores}/local")) and cluster.get(claim_path)
+        and "memorystore-local" in deployments(cluster, namespace) and store))
+    assert owned(cluster.get(claim_path), local)
+    strategy = deployments(cluster, namespace)["memorystore-local"]["spec"]["strategy"]
+    assert strategy["type"] == "Recreate", "one pod at a time on the claim"
+    assert cluster.get(f"{budgets}/memorystore-local") is None, "one pod: no budget"
+    for store in cluster.items(stores):
+        assert not store["metadata"].get("finalizers"), store["metadata"]
+
+    # Down to one pod: the budget goes, so a drain is never blocked.
+    cluster.kubectl("patch", "memorystore", "shared", "-n", namespace, "--type=merge",
+                    "-p", json.dumps({"spec": {"replicas": 1}}))
+    wait_until("the budget to be deleted at one pod",
+               lambda: cluster.get(f"{budgets}/memorystore-shared") is None)
+    wait_until("the external MemoryStore Ready on one pod", ready)
 
 
 def rbac_denials(controllers):

@@ -2,8 +2,10 @@
 
 Every Agent, ModelAPI and MCPServer carries its controller's finalizer; once the controllers are
 gone nothing would remove it, and deleting the kept CRDs or a namespace holding such objects
-would stay Terminating. Before `helm uninstall` deletes anything, a hook Job per controller runs
-`<controller> release-finalizers` (docs/install.md, "Uninstall").
+would stay Terminating. Before `helm uninstall` deletes anything, a hook Job per controller that
+adds a finalizer runs `<controller> release-finalizers` (docs/install.md, "Uninstall"). A
+MemoryStore carries none (its children go by garbage collection): its controller has no hook, and
+its objects are deleted with their namespace and CRD all the same.
 
 kwok runs no containers (it reports a Job's pod Succeeded without running it), so the mode runs
 here out of cluster, as the hook Job would run it: the real binary, with the Job's arguments and
@@ -31,11 +33,14 @@ NAMESPACE = "kaos-uninstall"
 # One namespace is deleted with its objects; the other's objects go with the CRDs.
 DELETED, KEPT = "kaos-uninstall-ns", "kaos-uninstall-crd"
 FOREIGN = "example.com/keep"
+# The controllers with a finalizer, hence a hook, and the object of each kind in a namespace.
 FINALIZERS = {"agent-controller": "kaos.tools/agent-finalizer",
               "modelapi-controller": "kaos.tools/modelapi-finalizer",
               "mcpserver-controller": "kaos.tools/mcpserver-finalizer"}
 PLURALS = {"agent-controller": "agents", "modelapi-controller": "modelapis",
-           "mcpserver-controller": "mcpservers"}
+           "mcpserver-controller": "mcpservers", "memorystore-controller": "memorystores"}
+NAMES = {"agent-controller": "worker", "modelapi-controller": "llm", "mcpserver-controller": "tools",
+         "memorystore-controller": "memory"}
 
 
 def objects(namespace):
@@ -54,6 +59,13 @@ apiVersion: kaos.tools/v1alpha1
 kind: Agent
 metadata: {{name: worker, namespace: {namespace}}}
 spec: {{modelAPI: llm, model: m, mcpServers: [tools]}}
+---
+apiVersion: kaos.tools/v1alpha1
+kind: MemoryStore
+metadata: {{name: memory, namespace: {namespace}}}
+spec:
+  storage: {{type: local}}
+  models: {{summarization: {{modelAPI: llm, model: m}}, embedding: {{modelAPI: llm, model: e}}}}
 """
 
 
@@ -109,10 +121,9 @@ def release(plane):
     yield RELEASE
     for namespace in (DELETED, KEPT):
         # Nothing may be left holding a foreign finalizer after a failure.
-        for controller in CONTROLLERS:
-            for obj in plane.items(f"/apis/kaos.tools/v1alpha1/namespaces/{namespace}/"
-                                   f"{PLURALS[controller]}"):
-                plane.kubectl("patch", PLURALS[controller], obj["metadata"]["name"], "-n",
+        for plural in PLURALS.values():
+            for obj in plane.items(f"/apis/kaos.tools/v1alpha1/namespaces/{namespace}/{plural}"):
+                plane.kubectl("patch", plural, obj["metadata"]["name"], "-n",
                               namespace, "--type=merge", "-p", '{"metadata":{"finalizers":null}}',
                               check=False)
         delete_namespace(plane, namespace)
@@ -134,35 +145,43 @@ def test_the_hook_releases_the_finalizers_so_namespace_and_crd_deletion_complete
     try:
         for controller in CONTROLLERS:
             controllers.start(controller, 1)
-        for controller in CONTROLLERS:
-            name = "worker" if controller == "agent-controller" else (
-                "llm" if controller == "modelapi-controller" else "tools")
+        for controller in FINALIZERS:
+            name = NAMES[controller]
             for namespace in (DELETED, KEPT):
                 wait_until(f"{controller}'s finalizer on {namespace}/{name}", lambda: (
                     FINALIZERS[controller] in (finalizers(plane, controller, namespace, name)
                                                or []),
                     finalizers(plane, controller, namespace, name)))
+        for controller in CONTROLLERS:
             wait_until(f"{controller} to hold its Lease", lambda: controllers.leader(controller))
+        # The MemoryStores are reconciled (a status, their claim), and hold no finalizer.
+        for namespace in (DELETED, KEPT):
+            store = f"/apis/kaos.tools/v1alpha1/namespaces/{namespace}/memorystores/memory"
+            wait_until(f"{namespace}/memory reconciled", lambda: (
+                plane.get(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/"
+                          "memorystore-memory-data") is not None
+                and (plane.get(store) or {}).get("status", {}).get("phase") is not None,
+                (plane.get(store) or {}).get("status")))
+            assert finalizers(plane, "memorystore-controller", namespace, "memory") == []
 
         # What helm creates first (weight -10): the hook's ServiceAccounts and RBAC.
         rendered = hook_objects(plane)
         jobs = [d for d in rendered if d["kind"] == "Job"]
         assert sorted(j["metadata"]["name"] for j in jobs) == sorted(
-            f"kaos-{c}-uninstall" for c in CONTROLLERS)
+            f"kaos-{c}-uninstall" for c in FINALIZERS), "no hook for the memorystore controller"
         plane.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(
             [d for d in rendered if d["kind"] != "Job"]))
         hooks = [start_hook(plane, job, tmp_path) for job in jobs]
 
         # Each hook scales its controller to 0, then waits: the Lease is still held.
-        for controller in CONTROLLERS:
+        for controller in FINALIZERS:
             wait_until(f"kaos-{controller} scaled to 0", lambda: plane.get(
                 f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/kaos-{controller}"
             )["spec"]["replicas"] == 0)
         assert all(p.poll() is None for _, p, _ in hooks), "a hook did not wait for the Lease"
-        for controller in CONTROLLERS:
-            assert FINALIZERS[controller] in finalizers(
-                plane, controller, DELETED, "worker" if controller == "agent-controller" else
-                ("llm" if controller == "modelapi-controller" else "tools"))
+        for controller in FINALIZERS:
+            assert FINALIZERS[controller] in finalizers(plane, controller, DELETED,
+                                                        NAMES[controller])
 
         # The controllers stop (as their scaled-down pods would) and release their Leases.
         controllers.stop_all()

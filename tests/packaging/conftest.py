@@ -10,7 +10,7 @@ def release_dir(tmp_path_factory):
     """release_dir(arch): a directory holding scripts/release-build.sh's output for ARCH.
 
     KAOS_RELEASE_DIR names an existing one (the release workflow checks what it is about to
-    publish). Otherwise the script builds the three controllers (the images' binaries) with
+    publish). Otherwise the script builds the controllers (the images' binaries) with
     release.PROFILE: for the host arch always, for another arch (a cross build) only with
     KAOS_CROSS_BUILD=1, which scripts/test.sh sets in its own step (docs/testing.md). One build per
     arch per session."""

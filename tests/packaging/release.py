@@ -16,6 +16,7 @@ DOCKERFILES = {
     "Dockerfile.agent-ctrl": "agent-controller",
     "Dockerfile.modelapi-ctrl": "modelapi-controller",
     "Dockerfile.mcp-ctrl": "mcpserver-controller",
+    "Dockerfile.memorystore-ctrl": "memorystore-controller",
 }
 CONTROLLERS = sorted(DOCKERFILES.values())
 # What the release publishes (scripts/release-build.sh's default).
@@ -124,5 +125,5 @@ def prebuilt_dir():
 
 def binaries_to_check():
     """The binaries a release directory must hold: all that ship when checking the workflow's
-    (KAOS_RELEASE_DIR), the three controllers when the tests build them."""
+    (KAOS_RELEASE_DIR), the controllers when the tests build them."""
     return RELEASED if prebuilt_dir() else CONTROLLERS

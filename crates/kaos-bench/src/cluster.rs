@@ -15,7 +15,8 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::core::DynamicObject;
 use serde_json::{Value, json};
 
-use crate::workload::kaos;
+use crate::measure::CONTROLLERS;
+use crate::workload::{KINDS, kaos};
 
 /// The controllers' log level: warnings only, so logging costs nothing measurable.
 const LOG_LEVEL: (&str, &str) = ("CONTROLLER_LOG_LEVEL", "warn");
@@ -190,8 +191,9 @@ fn read(path: &str) -> anyhow::Result<String> {
     std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))
 }
 
-/// The CRDs (`deploy/crds`) and the MCP runtime registry (`kaos-system/kaos-mcp-runtimes`, as
-/// the chart installs it), each only if missing; waits until the CRDs are served.
+/// The CRDs of the controllers' kinds (`deploy/crds`) and the MCP runtime registry
+/// (`kaos-system/kaos-mcp-runtimes`, as the chart installs it), each only if missing; waits until
+/// the CRDs are served.
 async fn install_prerequisites(admin: &kube::Client) -> anyhow::Result<()> {
     let crds: Api<DynamicObject> = Api::all_with(
         admin.clone(),
@@ -201,7 +203,7 @@ async fn install_prerequisites(admin: &kube::Client) -> anyhow::Result<()> {
             "CustomResourceDefinition",
         )),
     );
-    for kind in ["Agent", "ModelAPI", "MCPServer"] {
+    for (_, kind) in CONTROLLERS {
         let name = format!("{}.kaos.tools", kaos(kind).plural);
         if crds.get_opt(&name).await?.is_none() {
             let file = format!("deploy/crds/kaos.tools_{}.yaml", kaos(kind).plural);
@@ -210,7 +212,7 @@ async fn install_prerequisites(admin: &kube::Client) -> anyhow::Result<()> {
         }
     }
     let started = Instant::now();
-    for kind in ["Agent", "ModelAPI", "MCPServer"] {
+    for (_, kind) in CONTROLLERS {
         let api: Api<DynamicObject> = Api::all_with(admin.clone(), &kaos(kind));
         while api.list(&ListParams::default().limit(1)).await.is_err() {
             anyhow::ensure!(
@@ -253,7 +255,7 @@ async fn delete_namespace(admin: &kube::Client, namespace: &str) -> anyhow::Resu
         return Ok(());
     }
     eprintln!("kaos-bench: deleting namespace {namespace} …");
-    for kind in ["Agent", "ModelAPI", "MCPServer"] {
+    for kind in KINDS {
         let api: Api<DynamicObject> = Api::namespaced_with(admin.clone(), namespace, &kaos(kind));
         let names: Vec<String> = api
             .list_metadata(&ListParams::default())

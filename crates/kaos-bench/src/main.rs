@@ -1,5 +1,5 @@
 //! `kaos-bench`: M ModelAPIs, M MCPServers and N Agents (M = N/100, at least 1) on kaos-testkit
-//! with the deployment simulator and RBAC, reconciled by the three real controller binaries, the
+//! with the deployment simulator and RBAC, reconciled by the real controller binaries, the
 //! Agents listing each other in one of several peer topologies. Per topology and N it reports:
 //! time to Ready (and wired to the peers) against the floor (a bare client writing the same final
 //! objects: the primaries, their children and their statuses) and the earlier minimal floor, the
@@ -8,14 +8,14 @@
 //! every ModelAPI from Proxy to Hosted costs; plus requests per resource, reconcile latency,
 //! memory and CPU per controller.
 //!
-//!   scripts/build-static.sh target/bench agent-controller modelapi-controller mcpserver-controller kaos-testkit
+//!   scripts/build-static.sh target/bench agent-controller modelapi-controller mcpserver-controller memorystore-controller kaos-testkit
 //!   KAOS_BIN_DIR=$PWD/target/bench cargo run -p kaos-bench -- --agents 100 --topology star --out bench.md
 //! (the driver may be a debug build: the measured processes are the release binaries it runs)
 //!
 //! `--kubeconfig PATH` runs the same workloads on any cluster instead (e.g. the real plane of
 //! `scripts/control-plane up DIR`, with `DIR/kubeconfig`), as that kubeconfig's user
 //! (cluster-admin): it installs the CRDs and the MCP runtime registry if missing, starts the
-//! three controller binaries out of cluster with that kubeconfig and the chart's environment,
+//! controller binaries out of cluster with that kubeconfig and the chart's environment,
 //! runs each workload in a fresh namespace `kaos-bench-<topology>-<N>` and its floor in
 //! `kaos-bench-<topology>-<N>-floor`, and deletes both at the end. Without the testkit's audit
 //! log, writes by kind and the ModelAPI change's Deployment writes are reported as n/a; requests
@@ -43,7 +43,7 @@ use kube::runtime::watcher;
 use serde_json::Value;
 
 use cluster::Cluster;
-use measure::{AGENT_CONTROLLER, agent_deployments, controller, env_var, is_write, time};
+use measure::{AGENT_CONTROLLER, agent_deployments, controller, env_var, is_write, kind_of, time};
 use report::{Change, ControllerStats, Outcome, Report};
 use workload::{Topology, Workload, kaos};
 
@@ -358,14 +358,15 @@ async fn measure_run(
 
     let mut controllers: BTreeMap<String, ControllerStats> = BTreeMap::new();
     for c in cluster.controllers() {
+        // Per resource of its kind: a controller with none in the run (the memorystore
+        // controller) only idles, and stays out of the table.
+        let resources = kind_of(c.binary).map_or(0, |kind| workload.count(kind)) as f64;
+        if resources == 0.0 {
+            continue;
+        }
         let metrics = scrape(c.process.metrics_port).await;
         let (peak, cpu) = measure::process_usage(c.process.pid());
         let resident = kaos_tests::processes::sample(&metrics, "process_resident_memory_bytes");
-        let resources = if c.binary == AGENT_CONTROLLER {
-            workload.agents
-        } else {
-            workload.shared
-        } as f64;
         // By verb from the audit log, else by HTTP method from the controller's own counts.
         let requests = match (&audit, c.audit_client) {
             (Some(audit), Some(client)) => {

@@ -12,9 +12,26 @@ use kube::core::DynamicObject;
 use serde_json::Value;
 
 use crate::cluster::Cluster;
-use crate::workload::{Workload, deployments, kaos, services};
+use crate::workload::{KINDS, Workload, deployments, kaos, services};
 
 pub const AGENT_CONTROLLER: &str = "agent-controller";
+
+/// Each controller binary and the kind it reconciles. A run creates no MemoryStores: the
+/// memorystore controller starts, as the chart runs it, and idles.
+pub const CONTROLLERS: [(&str, &str); 4] = [
+    (AGENT_CONTROLLER, "Agent"),
+    ("modelapi-controller", "ModelAPI"),
+    ("mcpserver-controller", "MCPServer"),
+    ("memorystore-controller", "MemoryStore"),
+];
+
+/// The kind a controller binary reconciles.
+pub fn kind_of(binary: &str) -> Option<&'static str> {
+    CONTROLLERS
+        .iter()
+        .find(|(b, _)| *b == binary)
+        .map(|(_, kind)| *kind)
+}
 
 /// The metrics port and pid of a controller binary.
 pub fn controller(cluster: &Cluster, binary: &str) -> (u16, u32) {
@@ -27,10 +44,8 @@ pub fn controller(cluster: &Cluster, binary: &str) -> (u16, u32) {
 pub async fn ready_from_metrics(cluster: &Cluster) -> usize {
     let mut ready = 0.0;
     for controller in cluster.controllers() {
-        let kind = match controller.binary {
-            "agent-controller" => "Agent",
-            "modelapi-controller" => "ModelAPI",
-            _ => "MCPServer",
+        let Some(kind) = kind_of(controller.binary) else {
+            continue;
         };
         let metrics = scrape(controller.process.metrics_port).await;
         ready += sample(
@@ -44,7 +59,7 @@ pub async fn ready_from_metrics(cluster: &Cluster) -> usize {
 /// Resources Ready, by listing them.
 pub async fn ready_count(client: &kube::Client, namespace: &str) -> anyhow::Result<usize> {
     let mut ready = 0;
-    for kind in ["Agent", "ModelAPI", "MCPServer"] {
+    for kind in KINDS {
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &kaos(kind));
         ready += api
             .list(&ListParams::default())

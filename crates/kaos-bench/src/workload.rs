@@ -75,6 +75,9 @@ impl Topology {
     }
 }
 
+/// The kinds a run creates.
+pub const KINDS: [&str; 3] = ["Agent", "ModelAPI", "MCPServer"];
+
 pub fn kaos(kind: &str) -> ApiResource {
     ApiResource::from_gvk(&GroupVersionKind::gvk("kaos.tools", "v1alpha1", kind))
 }
@@ -125,6 +128,15 @@ impl Workload {
     /// Agents + ModelAPIs + MCPServers.
     pub fn resources(&self) -> usize {
         self.agents + 2 * self.shared
+    }
+
+    /// How many resources of `kind` a run creates (none of any kind not in [`KINDS`]).
+    pub fn count(&self, kind: &str) -> usize {
+        match kind {
+            "Agent" => self.agents,
+            "ModelAPI" | "MCPServer" => self.shared,
+            _ => 0,
+        }
     }
 
     pub fn objects(&self) -> Vec<(ApiResource, Value)> {
@@ -236,7 +248,7 @@ impl FinalObjects {
         workload: &Workload,
     ) -> anyhow::Result<Self> {
         let mut statuses = BTreeMap::new();
-        for kind in ["Agent", "ModelAPI", "MCPServer"] {
+        for kind in KINDS {
             let resource = kaos(kind);
             let api: Api<DynamicObject> =
                 Api::namespaced_with(client.clone(), namespace, &resource);

@@ -6,6 +6,7 @@ use clap::Parser;
 pub const DEFAULT_AGENT_IMAGE: &str = "axsauze/kaos-agent:latest";
 pub const DEFAULT_LITELLM_IMAGE: &str = "ghcr.io/berriai/litellm:main-stable";
 pub const DEFAULT_OLLAMA_IMAGE: &str = "ollama/ollama:latest";
+pub const DEFAULT_MEMORY_SERVICE_IMAGE: &str = "axsauze/kaos-memory-service:latest";
 pub const SYSTEM_NAMESPACE: &str = "kaos-system";
 
 /// The quickstart a `kaosctl dev` sandbox applies when no `--apply` is given.
@@ -20,6 +21,7 @@ pub struct ControllerSettings {
     pub agent: agent_controller::settings::Settings,
     pub modelapi: modelapi_controller::settings::Settings,
     pub mcpserver: mcpserver_controller::settings::Settings,
+    pub memorystore: memorystore_controller::settings::Settings,
 }
 
 pub fn controller_settings() -> anyhow::Result<ControllerSettings> {
@@ -36,9 +38,14 @@ pub fn controller_settings() -> anyhow::Result<ControllerSettings> {
         "mcpserver-controller",
         &format!("--system-namespace={SYSTEM_NAMESPACE}"),
     ])?;
+    let memorystore = memorystore_controller::settings::Args::try_parse_from([
+        "memorystore-controller",
+        &format!("--default-memory-service-image={DEFAULT_MEMORY_SERVICE_IMAGE}"),
+    ])?;
     Ok(ControllerSettings {
         agent: agent.settings,
         modelapi: modelapi.settings,
         mcpserver: mcpserver.settings,
+        memorystore: memorystore.settings,
     })
 }

@@ -1,4 +1,4 @@
-//! `kaosctl dev`: the three controllers in-process (each with its own Lease and metrics port)
+//! `kaosctl dev`: the controllers in-process (each with its own Lease and metrics port)
 //! against a cluster, some manifests applied, and a report once every resource is Ready.
 //!
 //! One skeleton, two cluster sources: a sandbox (kaos-testkit on loopback with the deployment
@@ -31,6 +31,7 @@ use crate::defaults::{QUICKSTART, SANDBOX_CREDENTIALS, SYSTEM_NAMESPACE, control
 const KINDS: &[(&str, &str)] = &[
     ("modelapis", "ModelAPI"),
     ("mcpservers", "MCPServer"),
+    ("memorystores", "MemoryStore"),
     ("agents", "Agent"),
 ];
 
@@ -309,7 +310,7 @@ async fn apply_documents(
     Ok(applied)
 }
 
-/// Starts the three controllers in-process, as their binaries would run, with their Leases in
+/// Starts the controllers in-process, as their binaries would run, with their Leases in
 /// `lease_namespace`.
 fn start_controllers(
     config: kube::Config,
@@ -317,7 +318,12 @@ fn start_controllers(
     stop: &watch::Sender<bool>,
 ) -> anyhow::Result<Vec<RunningController>> {
     let settings = controller_settings()?;
-    let (modelapi, mcpserver, agent) = (settings.modelapi, settings.mcpserver, settings.agent);
+    let (modelapi, mcpserver, memorystore, agent) = (
+        settings.modelapi,
+        settings.mcpserver,
+        settings.memorystore,
+        settings.agent,
+    );
     let start = |name, id| Start {
         name,
         id,
@@ -330,6 +336,8 @@ fn start_controllers(
             .spawn(move |rt| modelapi_controller::controller::run(rt, modelapi))?,
         start("mcpserver-controller", mcpserver_controller::ID)
             .spawn(move |rt| mcpserver_controller::controller::run(rt, mcpserver))?,
+        start("memorystore-controller", memorystore_controller::ID)
+            .spawn(move |rt| memorystore_controller::controller::run(rt, memorystore))?,
         start("agent-controller", agent_controller::ID)
             .spawn(move |rt| agent_controller::controller::run(rt, agent))?,
     ])
@@ -513,11 +521,14 @@ impl Dev {
     /// The children the controllers created: (kind, namespace/name).
     pub async fn children(&self) -> anyhow::Result<Vec<(String, String)>> {
         let mut children = Vec::new();
-        let labelled = ListParams::default().labels("app in (agent,modelapi,mcpserver)");
+        let labelled =
+            ListParams::default().labels("app in (agent,modelapi,mcpserver,memorystore)");
         for (group, version, kind) in [
             ("", "v1", "ConfigMap"),
             ("apps", "v1", "Deployment"),
             ("", "v1", "Service"),
+            ("", "v1", "PersistentVolumeClaim"),
+            ("policy", "v1", "PodDisruptionBudget"),
         ] {
             let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
             let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
@@ -617,7 +628,7 @@ impl Dev {
             out.push_str(&format!("  {controller}: http://{address}/metrics\n"));
         }
         out.push_str(&format!(
-            "\nkubeconfig: {path}\ntry: kubectl --kubeconfig {path} get agents,modelapis,mcpservers\n",
+            "\nkubeconfig: {path}\ntry: kubectl --kubeconfig {path} get agents,modelapis,mcpservers,memorystores\n",
             path = self.kubeconfig.display()
         ));
         out

@@ -27,7 +27,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the three controllers locally: against a sandbox (an in-memory cluster, with the
+    /// Run the controllers locally: against a sandbox (an in-memory cluster, with the
     /// quickstart), or with --kubeconfig against an existing cluster.
     Dev {
         /// Run against the cluster of this kubeconfig (its current context) instead of a
@@ -95,7 +95,8 @@ enum Command {
         #[arg(long, conflicts_with = "check")]
         force: bool,
         /// Read-only: exit non-zero unless the CRDs belong to the release, it is deployed, no
-        /// KAOS operator runs and kaos-rs has reconciled every Agent, ModelAPI and MCPServer.
+        /// KAOS operator runs and kaos-rs has reconciled every Agent, ModelAPI, MCPServer and
+        /// MemoryStore.
         #[arg(long)]
         check: bool,
         /// Seconds --scale-down-kaos waits for the KAOS operator's pods to go.

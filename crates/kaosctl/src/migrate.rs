@@ -15,10 +15,10 @@
 //! `--scale-down-kaos` scales it to 0 (and waits for its pods to go) before adopting.
 //!
 //! `migrate --check` is read-only: it reports whether the CRDs belong to the release, the
-//! release is deployed, no KAOS operator runs, and every Agent, ModelAPI and MCPServer has been
-//! reconciled by kaos-rs: its status was written by the kaos-rs controller of its kind (the
-//! field manager `kaos-<kind>-controller` in `managedFields`) for its current generation
-//! (`status.observedGeneration` = `metadata.generation`).
+//! release is deployed, no KAOS operator runs, and every Agent, ModelAPI, MCPServer and
+//! MemoryStore has been reconciled by kaos-rs: its status was written by the kaos-rs controller
+//! of its kind (the field manager `kaos-<kind>-controller` in `managedFields`) for its current
+//! generation (`status.observedGeneration` = `metadata.generation`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -51,6 +51,11 @@ pub const KINDS: &[(&str, &str, &str)] = &[
     ("Agent", "agents", agent_controller::ID.lease),
     ("ModelAPI", "modelapis", modelapi_controller::ID.lease),
     ("MCPServer", "mcpservers", mcpserver_controller::ID.lease),
+    (
+        "MemoryStore",
+        "memorystores",
+        memorystore_controller::ID.lease,
+    ),
 ];
 
 /// An error and what to do about it.
@@ -191,7 +196,7 @@ impl Operator {
 pub struct Survey {
     pub server: String,
     pub crds: Vec<Crd>,
-    /// Other kaos.tools CRDs (KAOS's MemoryStore, AccessGrant, ...): not in the chart, left alone.
+    /// Other kaos.tools CRDs (of KAOS kinds kaos-rs does not serve): not in the chart, left alone.
     pub foreign_crds: Vec<String>,
     pub operators: Vec<Operator>,
     /// (kind, count) of the kinds whose CRD is there.

@@ -6,6 +6,7 @@ use anyhow::{Context, bail};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kaos_api::agent::Agent;
 use kaos_api::mcpserver::MCPServer;
+use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::converge::WorkloadChildren;
 use kaos_testkit::schema::{CrdSchema, UnknownFields};
@@ -73,7 +74,8 @@ fn named<K: Resource>(object: &K, namespace: &Option<String>, name: &str) -> boo
 /// Renders every kaos.tools resource of `documents`.
 pub fn render(documents: &[Value]) -> anyhow::Result<Rendered> {
     let settings = controller_settings()?;
-    let (mut model_apis, mut servers, mut agents) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut model_apis, mut servers, mut stores, mut agents) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut registry_text = None;
     for document in documents {
         let kind = document.get("kind").and_then(Value::as_str).unwrap_or("");
@@ -87,6 +89,9 @@ pub fn render(documents: &[Value]) -> anyhow::Result<Rendered> {
             }
             ("kaos.tools/v1alpha1", "MCPServer") => {
                 servers.push(admit::<MCPServer>(kind, document.clone())?)
+            }
+            ("kaos.tools/v1alpha1", "MemoryStore") => {
+                stores.push(admit::<MemoryStore>(kind, document.clone())?)
             }
             ("kaos.tools/v1alpha1", "Agent") => {
                 agents.push(admit::<Agent>(kind, document.clone())?)
@@ -161,6 +166,38 @@ pub fn render(documents: &[Value]) -> anyhow::Result<Rendered> {
                 .push(format!("MCPServer {}: {}", s.name_any(), e.message)),
         }
     }
+    // A store's model base URL is its summarization ModelAPI's endpoint, as that publishes it
+    // once Ready.
+    for s in &mut stores {
+        let ns = s.namespace();
+        let built = memorystore_controller::models::resolve(s, |name| {
+            model_apis.iter().find(|m| named(*m, &ns, name))
+        })
+        .map_err(|waiting| waiting.message)
+        .and_then(|models| {
+            memorystore_controller::build::build(s, &models, &settings.memorystore)
+                .map_err(|e| e.message)
+        });
+        match built {
+            Ok(desired) => {
+                if let Some(claim) = desired.claim {
+                    push(&mut rendered.objects, claim);
+                }
+                push_children(&mut rendered.objects, desired.workload);
+                if let Some(budget) = desired.disruption_budget {
+                    push(&mut rendered.objects, budget);
+                }
+                s.status = Some(kaos_api::memorystore::MemoryStoreStatus {
+                    ready: true,
+                    endpoint: Some(desired.endpoint),
+                    ..Default::default()
+                });
+            }
+            Err(message) => rendered
+                .problems
+                .push(format!("MemoryStore {}: {message}", s.name_any())),
+        }
+    }
     // An agent's endpoint does not depend on its dependencies: work them out first, for peers.
     for a in &mut agents {
         let endpoint = agent_controller::build::build(a, &Default::default(), &settings.agent)
@@ -185,7 +222,19 @@ pub fn render(documents: &[Value]) -> anyhow::Result<Rendered> {
                 let peer = agents.iter().find(|p| named(*p, &ns, n))?;
                 agent_controller::build::advertised_endpoint(peer)
             },
-        );
+        )
+        .and_then(|mut resolved| {
+            let store = a
+                .spec
+                .config
+                .as_ref()
+                .and_then(|c| c.memory.as_ref())
+                .and_then(|m| m.bound_store())
+                .and_then(|name| stores.iter().find(|s| named(*s, &ns, name)));
+            // As for a first Deployment: a missing or unready store holds back a waiting agent.
+            resolved.memory = agent_controller::resolve::bind_memory(a, store, true)?;
+            Ok(resolved)
+        });
         match resolved.map(|r| agent_controller::build::build(a, &r, &settings.agent)) {
             Ok(Ok(desired)) => push_children(&mut rendered.objects, desired.children),
             Ok(Err(e)) => rendered

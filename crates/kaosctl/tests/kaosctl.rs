@@ -15,13 +15,30 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn quickstart() -> Vec<Value> {
-    let text =
-        std::fs::read_to_string(repo().join("examples/quickstart.yaml")).expect("quickstart");
+fn example(name: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(repo().join("examples").join(name)).expect("example");
     serde_saphyr::from_multiple::<Value>(&text)
         .expect("yaml")
         .into_iter()
         .filter(|d| !d.is_null())
+        .collect()
+}
+
+fn quickstart() -> Vec<Value> {
+    example("quickstart.yaml")
+}
+
+/// "Kind name" of each object.
+fn kinds_and_names(objects: &[Value]) -> Vec<String> {
+    objects
+        .iter()
+        .map(|o| {
+            format!(
+                "{} {}",
+                o["kind"].as_str().unwrap_or(""),
+                o["metadata"]["name"].as_str().unwrap_or("")
+            )
+        })
         .collect()
 }
 
@@ -50,19 +67,8 @@ fn contained(expected: &Value, actual: &Value, path: &str, differences: &mut Vec
 async fn render_prints_what_the_controllers_really_create() {
     let rendered = render(&quickstart()).expect("renders");
     assert!(rendered.problems.is_empty(), "{:?}", rendered.problems);
-    let kinds: Vec<String> = rendered
-        .objects
-        .iter()
-        .map(|o| {
-            format!(
-                "{} {}",
-                o["kind"].as_str().unwrap_or(""),
-                o["metadata"]["name"].as_str().unwrap_or("")
-            )
-        })
-        .collect();
     assert_eq!(
-        kinds,
+        kinds_and_names(&rendered.objects),
         [
             "ConfigMap litellm-config-llm-proxy",
             "Deployment modelapi-llm-proxy",
@@ -92,12 +98,32 @@ async fn render_prints_what_the_controllers_really_create() {
     // The coordinator learns its peer after the worker is Ready: let that settle.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let cluster = &sandbox.testkit.as_ref().expect("a sandbox").api.cluster;
+    let differences = differences(cluster, rendered.objects);
+    assert!(
+        differences.is_empty(),
+        "render and reality differ:\n{}",
+        differences.join("\n")
+    );
+    let agents = cluster
+        .resource("kaos.tools", "v1alpha1", "agents")
+        .expect("agents");
+    assert_eq!(
+        cluster
+            .list(&agents, "", &ListOptions::default())
+            .expect("list")["items"]
+            .as_array()
+            .map(Vec::len),
+        Some(2)
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Where the rendered objects differ from what the controllers created in `cluster`.
+fn differences(cluster: &kaos_testkit::Cluster, rendered: Vec<Value>) -> Vec<String> {
     let mut differences = Vec::new();
-    for mut object in rendered.objects {
-        let (group, version) = match object["apiVersion"].as_str().unwrap_or("") {
-            "apps/v1" => ("apps", "v1"),
-            _ => ("", "v1"),
-        };
+    for mut object in rendered {
+        let api_version = object["apiVersion"].as_str().unwrap_or("").to_string();
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", &api_version));
         let plural = format!("{}s", object["kind"].as_str().unwrap_or("").to_lowercase());
         let rt = cluster
             .resource(group, version, &plural)
@@ -125,22 +151,104 @@ async fn render_prints_what_the_controllers_really_create() {
             &mut differences,
         );
     }
+    differences
+}
+
+/// The value of `name` in the env of a rendered Deployment's first container.
+fn env<'a>(objects: &'a [Value], deployment: &str, name: &str) -> Option<&'a str> {
+    objects
+        .iter()
+        .find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == deployment)?
+        .pointer("/spec/template/spec/containers/0/env")?
+        .as_array()?
+        .iter()
+        .find(|e| e["name"] == name)?["value"]
+        .as_str()
+}
+
+/// A MemoryStore renders to its claim, Deployment and Service, called at its summarization
+/// ModelAPI's endpoint, and the agent bound to it gets its endpoint; the sandbox's memorystore
+/// controller brings the store to Ready with exactly those objects.
+#[tokio::test]
+async fn render_and_the_sandbox_agree_on_a_memory_store_and_its_agent() {
+    let mut documents = quickstart();
+    documents.extend(example("memory-and-autonomy.yaml"));
+    let rendered = render(&documents).expect("renders");
+    assert!(rendered.problems.is_empty(), "{:?}", rendered.problems);
+    let kinds = kinds_and_names(&rendered.objects);
+    for object in [
+        "PersistentVolumeClaim memorystore-support-memory-data",
+        "Deployment memorystore-support-memory",
+        "Service memorystore-support-memory",
+        "Deployment agent-support-assistant",
+    ] {
+        assert!(kinds.iter().any(|k| k == object), "{object} in {kinds:?}");
+    }
+    assert_eq!(
+        env(
+            &rendered.objects,
+            "memorystore-support-memory",
+            "KAOS_MEMORY_MODEL_BASE_URL"
+        ),
+        Some("http://modelapi-llm-proxy.default.svc.cluster.local:8000/v1")
+    );
+    assert_eq!(
+        env(
+            &rendered.objects,
+            "agent-support-assistant",
+            "MEMORY_STORE_ENDPOINT"
+        ),
+        Some("http://memorystore-support-memory.default.svc.cluster.local:8080")
+    );
+
+    let dir = std::env::temp_dir().join(format!("kaosctl-render-memory-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let credentials = dir.join("credentials.yaml");
+    std::fs::write(&credentials, kaosctl::defaults::SANDBOX_CREDENTIALS).expect("credentials");
+    let options = Options {
+        cluster: Cluster::Sandbox {
+            listen: "127.0.0.1:0".parse().expect("addr"),
+            write_kubeconfig: dir.join("kubeconfig"),
+        },
+        apply: vec![
+            credentials,
+            repo().join("examples/quickstart.yaml"),
+            repo().join("examples/memory-and-autonomy.yaml"),
+        ],
+    };
+    let sandbox = dev::start(&options).await.expect("sandbox");
+    sandbox
+        .wait_ready(Duration::from_secs(60), false)
+        .await
+        .expect("every example resource Ready");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let rows = sandbox.rows().await.expect("rows");
+    let store = rows
+        .iter()
+        .find(|r| r.kind == "MemoryStore" && r.name == "support-memory")
+        .expect("the store is reported");
+    assert_eq!(
+        (store.phase.as_str(), store.endpoint.as_str()),
+        (
+            "Ready",
+            "http://memorystore-support-memory.default.svc.cluster.local:8080"
+        )
+    );
+    let report = sandbox.report().await;
+    for line in [
+        "PersistentVolumeClaim default/memorystore-support-memory-data",
+        "memorystore-controller: http://",
+    ] {
+        assert!(report.contains(line), "missing {line:?} in:\n{report}");
+    }
+    let cluster = &sandbox.testkit.as_ref().expect("a sandbox").api.cluster;
+    let differences = differences(cluster, rendered.objects);
     assert!(
         differences.is_empty(),
         "render and reality differ:\n{}",
         differences.join("\n")
     );
-    let agents = cluster
-        .resource("kaos.tools", "v1alpha1", "agents")
-        .expect("agents");
-    assert_eq!(
-        cluster
-            .list(&agents, "", &ListOptions::default())
-            .expect("list")["items"]
-            .as_array()
-            .map(Vec::len),
-        Some(2)
-    );
+    sandbox.stop().await;
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -156,6 +264,24 @@ fn render_reports_missing_dependencies_and_bad_manifests_clearly() {
             "Agent a: Failed to resolve ModelAPI nowhere: no ModelAPI of that name in namespace default"
         ]
     );
+
+    // A store whose embedding ModelAPI is missing waits, and so does an agent bound to it.
+    let proxy = serde_json::json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "ModelAPI", "metadata": {"name": "llm"},
+        "spec": {"mode": "Proxy", "proxyConfig": {"models": ["*"]}}});
+    let store = serde_json::json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "MemoryStore", "metadata": {"name": "mem"},
+        "spec": {"storage": {"type": "local"}, "models": {"summarization": {"modelAPI": "llm", "model": "m"}, "embedding": {"modelAPI": "embedder", "model": "e"}}}});
+    let bound = serde_json::json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "Agent", "metadata": {"name": "b"},
+        "spec": {"modelAPI": "llm", "model": "m", "config": {"memory": {"memoryStore": "mem"}}}});
+    let rendered = render(&[proxy.clone(), store, bound.clone()]).expect("renders");
+    assert_eq!(
+        rendered.problems,
+        [
+            "MemoryStore mem: embedding ModelAPI \"embedder\" not found",
+            "Agent b: MemoryStore mem is not ready",
+        ]
+    );
+    let rendered = render(&[proxy, bound]).expect("renders");
+    assert_eq!(rendered.problems, ["Agent b: MemoryStore mem not found"]);
 
     let bad = serde_json::json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "ModelAPI", "metadata": {"name": "m"}, "spec": {"mode": "Proxy"}});
     let err = render(&[bad]).expect_err("invalid");
@@ -346,6 +472,7 @@ async fn dev_with_kubeconfig_brings_the_quickstart_to_ready_on_an_existing_clust
         [
             "kaos-agent-controller",
             "kaos-mcpserver-controller",
+            "kaos-memorystore-controller",
             "kaos-modelapi-controller"
         ]
     );

@@ -60,6 +60,9 @@ stringData: {{api-key: sk-test}}
     )
 }
 
+/// A MemoryStore of KAOS 0.8.4 on the quickstart's ModelAPI.
+const MEMORY_STORE: &str = "apiVersion: kaos.tools/v1alpha1\nkind: MemoryStore\nmetadata: {name: team-memory, namespace: default}\nspec: {storage: {type: local}, models: {summarization: {modelAPI: llm-proxy, model: openai/gpt-4o-mini}, embedding: {modelAPI: llm-proxy, model: openai/text-embedding-3-small}}}\n";
+
 struct Kaos {
     server: TestServer,
     dir: PathBuf,
@@ -91,6 +94,7 @@ async fn kaos_cluster(name: &str, crds: bool) -> Kaos {
     if crds {
         kaos_testkit::manifests::apply_yaml(&api.cluster, kaosctl::defaults::QUICKSTART)
             .expect("quickstart");
+        kaos_testkit::manifests::apply_yaml(&api.cluster, MEMORY_STORE).expect("memory store");
     }
     let serve = ServeOptions {
         listen: "127.0.0.1:0".parse().expect("addr"),
@@ -156,10 +160,11 @@ fn crd(kaos: &Kaos, name: &str) -> Value {
     )
 }
 
-const CRDS: [&str; 3] = [
+const CRDS: [&str; 4] = [
     "agents.kaos.tools",
     "modelapis.kaos.tools",
     "mcpservers.kaos.tools",
+    "memorystores.kaos.tools",
 ];
 
 #[tokio::test]
@@ -181,7 +186,7 @@ async fn migrate_adopts_kaos_crds_after_stopping_kaos_and_check_sees_kaos_rs_rec
     for line in [
         "  agents.kaos.tools              no Helm ownership metadata (as KAOS installs it): adopt",
         "  kaos-system/kaos-operator: running (1 replica, 1 pod), Helm release kaos-operator in kaos-system",
-        "  2 Agents, 1 ModelAPI, 1 MCPServer",
+        "  2 Agents, 1 ModelAPI, 1 MCPServer, 1 MemoryStore",
     ] {
         assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
     }
@@ -299,11 +304,12 @@ async fn migrate_adopts_kaos_crds_after_stopping_kaos_and_check_sees_kaos_rs_rec
         "  ok   KAOS operator kaos-system/kaos-operator: scaled to 0 (remove it: helm uninstall kaos-operator -n kaos-system)",
         "  FAIL 2 Agents: 2 not reconciled by kaos-rs (kaos-agent-controller) yet:",
         "      default/worker: its status was never written by kaos-agent-controller",
+        "  FAIL 1 MemoryStore: 1 not reconciled by kaos-rs (kaos-memorystore-controller) yet:",
     ] {
         assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
     }
     assert!(
-        stderr.starts_with("kaosctl: 4 check(s) failed\n"),
+        stderr.starts_with("kaosctl: 5 check(s) failed\n"),
         "{stderr}"
     );
 
@@ -334,6 +340,7 @@ async fn migrate_adopts_kaos_crds_after_stopping_kaos_and_check_sees_kaos_rs_rec
         "  ok   2 Agents: all reconciled by kaos-rs (kaos-agent-controller)",
         "  ok   1 ModelAPI: all reconciled by kaos-rs (kaos-modelapi-controller)",
         "  ok   1 MCPServer: all reconciled by kaos-rs (kaos-mcpserver-controller)",
+        "  ok   1 MemoryStore: all reconciled by kaos-rs (kaos-memorystore-controller)",
         "the migration is complete: kaos-rs reconciles every resource",
     ] {
         assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");

@@ -6,7 +6,8 @@ Everything one controller needs, from its chart's values (documented in its valu
   .Values.<pod setting> (nodeSelector, tolerations, ...): this controller's, over .Values.global's
 and .Values.global for the settings every controller shares. Called with
 (dict "root" $ "env" <list of {name, value}> "resource" <plural, e.g. agents>): the environment
-only this controller reads, and the kind whose finalizer it adds (released on uninstall).
+only this controller reads, and the kind whose finalizer it adds (released on uninstall); no
+"resource" for a kind without a finalizer (MemoryStores), which needs no uninstall hook.
 */}}
 
 {{/*
@@ -483,7 +484,7 @@ spec:
         {{- end }}
       {{- end }}
 {{- end }}
-{{- if ($global.uninstall | default dict).releaseFinalizers }}
+{{- if and (get . "resource") ($global.uninstall | default dict).releaseFinalizers }}
 {{- include "kaos-lib.releaseFinalizers" . }}
 {{- end }}
 {{- end -}}
