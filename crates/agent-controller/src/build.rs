@@ -7,7 +7,7 @@ use kaos_runtime::converge::WorkloadChildren;
 use kaos_runtime::pod_security::secure_pod;
 use kaos_runtime::podspec::merge_pod_spec;
 use kaos_runtime::workload::{
-    Workload, apply_container_override, env, image, log_level, merge_telemetry, owner_of,
+    Workload, apply_container_override, env, image, log_level, merge_telemetry, owner_of, push_if_set,
     python_otel_env, with_user_env,
 };
 use kube::ResourceExt;
@@ -161,25 +161,25 @@ pub fn environment(agent: &Agent, resolved: &Resolved, settings: &Settings) -> V
             if let Some(goal) = autonomous.goal.as_deref().filter(|g| !g.is_empty()) {
                 vars.push(env("AUTONOMOUS_GOAL", goal));
             }
-            push_number(
+            push_if_set(
                 &mut vars,
                 "AUTONOMOUS_INTERVAL_SECONDS",
                 autonomous.interval_seconds,
             );
-            push_number(
+            push_if_set(
                 &mut vars,
                 "AUTONOMOUS_MAX_ITER_RUNTIME_SECONDS",
                 autonomous.max_iter_runtime_seconds,
             );
         }
         if let Some(task) = &config.task_config {
-            push_number(&mut vars, "TASK_MAX_ITERATIONS", task.max_iterations);
-            push_number(
+            push_if_set(&mut vars, "TASK_MAX_ITERATIONS", task.max_iterations);
+            push_if_set(
                 &mut vars,
                 "TASK_MAX_RUNTIME_SECONDS",
                 task.max_runtime_seconds,
             );
-            push_number(&mut vars, "TASK_MAX_TOOL_CALLS", task.max_tool_calls);
+            push_if_set(&mut vars, "TASK_MAX_TOOL_CALLS", task.max_tool_calls);
         }
     }
     if !resolved.mcp_servers.is_empty() {
@@ -247,7 +247,7 @@ fn memory_environment(
         vars.push(env("MEMORY_FAILURE_MODE", mode.as_str()));
     }
     if let Some(params) = &memory.client_params {
-        push_number(vars, "MEMORY_SHORT_TERM_TOKEN_BUDGET", params.token_budget);
+        push_if_set(vars, "MEMORY_SHORT_TERM_TOKEN_BUDGET", params.token_budget);
         if let Some(rolling) = params.rolling_summary {
             vars.push(env("MEMORY_ROLLING_SUMMARY", rolling.to_string()));
         }
@@ -266,12 +266,6 @@ pub fn identity(agent: &Agent) -> String {
             agent.namespace().unwrap_or_else(|| "default".into()),
             agent.name_any()
         ),
-    }
-}
-
-fn push_number(vars: &mut Vec<EnvVar>, name: &str, value: Option<i32>) {
-    if let Some(value) = value {
-        vars.push(env(name, value.to_string()));
     }
 }
 

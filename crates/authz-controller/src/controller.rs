@@ -35,7 +35,7 @@ use crate::references::{
 };
 use crate::status::{
     self, AUTHORIZATION_DISABLED, AUTHORIZATION_DISABLED_MESSAGE, ENFORCED, FEATURE_DISABLED,
-    READY, UNDECLARED_SCOPE, grant_conditions, not_found, service_conditions,
+    READY, UNDECLARED_SCOPE, not_enforced, not_found, token_exchange_disabled,
 };
 
 pub const GRANT_PHASES: &[&str] = &["Pending", AUTHORIZATION_DISABLED];
@@ -270,8 +270,9 @@ async fn apply_grant(g: Arc<AccessGrant>, ctx: &Context) -> Result<Action, Recon
     let problem = not_found(&missing, &namespace);
     let previous = conditions(g.status.as_ref().map(|s| &s.conditions));
     let desired = AccessGrantStatus {
-        conditions: grant_conditions(
+        conditions: status::conditions(
             previous,
+            not_enforced(),
             &problem,
             g.metadata.generation,
             kaos_runtime::conditions::now(),
@@ -345,8 +346,9 @@ async fn apply_service(s: Arc<ThirdPartyService>, ctx: &Context) -> Result<Actio
         });
     let previous = conditions(s.status.as_ref().map(|s| &s.conditions));
     let desired = ThirdPartyServiceStatus {
-        conditions: service_conditions(
+        conditions: status::conditions(
             previous,
+            token_exchange_disabled(),
             &problem,
             s.metadata.generation,
             kaos_runtime::conditions::now(),

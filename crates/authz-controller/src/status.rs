@@ -66,41 +66,36 @@ fn set_resolved(
     set_condition(conditions, update, generation, now);
 }
 
-/// An AccessGrant's conditions: never enforced, and whether its references resolve.
-pub fn grant_conditions(
-    previous: &[Condition],
-    problem: &Problem,
-    generation: Option<i64>,
-    now: Time,
-) -> Vec<Condition> {
-    let mut conditions = previous.to_vec();
-    let enforced = ConditionUpdate {
+/// KAOS's verdict on a grant: never enforced here.
+pub fn not_enforced() -> ConditionUpdate<'static> {
+    ConditionUpdate {
         type_: ENFORCED,
         status: false,
         reason: AUTHORIZATION_DISABLED,
         message: AUTHORIZATION_DISABLED_MESSAGE.into(),
-    };
-    set_condition(&mut conditions, enforced, generation, now.clone());
-    set_resolved(&mut conditions, problem, generation, now);
-    conditions
+    }
 }
 
-/// A ThirdPartyService's conditions: never ready (no token exchange), and whether its
-/// references resolve.
-pub fn service_conditions(
+/// KAOS's verdict on a third-party service: never ready here (no token exchange).
+pub fn token_exchange_disabled() -> ConditionUpdate<'static> {
+    ConditionUpdate {
+        type_: READY,
+        status: false,
+        reason: FEATURE_DISABLED,
+        message: FEATURE_DISABLED_MESSAGE.into(),
+    }
+}
+
+/// The conditions: KAOS's `verdict`, and whether the references resolve.
+pub fn conditions(
     previous: &[Condition],
+    verdict: ConditionUpdate<'_>,
     problem: &Problem,
     generation: Option<i64>,
     now: Time,
 ) -> Vec<Condition> {
     let mut conditions = previous.to_vec();
-    let ready = ConditionUpdate {
-        type_: READY,
-        status: false,
-        reason: FEATURE_DISABLED,
-        message: FEATURE_DISABLED_MESSAGE.into(),
-    };
-    set_condition(&mut conditions, ready, generation, now.clone());
+    set_condition(&mut conditions, verdict, generation, now.clone());
     set_resolved(&mut conditions, problem, generation, now);
     conditions
 }

@@ -164,6 +164,14 @@ pub fn env(name: &str, value: impl Into<String>) -> EnvVar {
     }
 }
 
+/// Adds `name` when its field is set (the runtime's default applies otherwise), as Go prints
+/// it: `42`, `true`, `0.4`.
+pub fn push_if_set(vars: &mut Vec<EnvVar>, name: &str, value: Option<impl ToString>) {
+    if let Some(value) = value {
+        vars.push(env(name, value.to_string()));
+    }
+}
+
 /// Adds the user's `container.env` to the generated variables: an entry named like a generated
 /// variable replaces it where it stands; the others are inserted, in the user's order, at
 /// `insert_at`. A name the user lists twice keeps its last entry. No name appears twice.

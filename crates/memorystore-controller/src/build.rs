@@ -21,8 +21,8 @@ use kaos_runtime::converge::{Child, ChildKind, ChildSet, WorkloadChildren};
 use kaos_runtime::pod_security::secure_pod;
 use kaos_runtime::podspec::merge_pod_spec;
 use kaos_runtime::workload::{
-    Workload, apply_container_override, env, image, merge_telemetry, owner_of, python_otel_env,
-    with_user_env,
+    Workload, apply_container_override, env, image, merge_telemetry, owner_of, push_if_set,
+    python_otel_env, with_user_env,
 };
 use kube::ResourceExt;
 
@@ -167,77 +167,70 @@ fn model_env(spec: &MemoryStoreSpec, models: &ModelService) -> Vec<EnvVar> {
     ]
 }
 
-/// Adds `name` when the field is set (the service's default applies otherwise).
-fn push_set(vars: &mut Vec<EnvVar>, name: &str, value: Option<impl ToString>) {
-    if let Some(value) = value {
-        vars.push(env(name, value.to_string()));
-    }
-}
-
 /// The tiers, only the fields that are set, in KAOS's order; then the request concurrency and
 /// the default failure mode. Numbers print as Go does (`0.4`, `true`).
 fn tier_env(spec: &MemoryStoreSpec) -> Vec<EnvVar> {
     let mut vars = Vec::new();
     let text = |t: &Option<String>| t.clone().filter(|t| !t.is_empty());
     if let Some(short) = &spec.short_term {
-        push_set(&mut vars, "KAOS_MEMORY_TOKEN_BUDGET", short.token_budget);
-        push_set(
+        push_if_set(&mut vars, "KAOS_MEMORY_TOKEN_BUDGET", short.token_budget);
+        push_if_set(
             &mut vars,
             "KAOS_MEMORY_HARD_EVENT_CAP",
             short.hard_event_cap,
         );
     }
     if let Some(medium) = &spec.medium_term {
-        push_set(&mut vars, "KAOS_MEMORY_ROLLING_SUMMARY", medium.enabled);
-        push_set(
+        push_if_set(&mut vars, "KAOS_MEMORY_ROLLING_SUMMARY", medium.enabled);
+        push_if_set(
             &mut vars,
             "KAOS_MEMORY_COMPACTION_TRIGGER",
             medium.compaction_trigger,
         );
-        push_set(
+        push_if_set(
             &mut vars,
             "KAOS_MEMORY_COMPACTION_TARGET",
             medium.compaction_target,
         );
-        push_set(
+        push_if_set(
             &mut vars,
             "KAOS_MEMORY_DIGEST_RETENTION",
             medium.digest_retention,
         );
-        push_set(
+        push_if_set(
             &mut vars,
             "KAOS_MEMORY_SUMMARIZATION_SYSTEM_PROMPT",
             text(&medium.system_prompt),
         );
     }
     if let Some(long) = &spec.long_term {
-        push_set(&mut vars, "KAOS_MEMORY_LONG_TERM_ENABLED", long.enabled);
-        push_set(&mut vars, "KAOS_MEMORY_DEFAULT_TOP_K", long.default_top_k);
-        push_set(
+        push_if_set(&mut vars, "KAOS_MEMORY_LONG_TERM_ENABLED", long.enabled);
+        push_if_set(&mut vars, "KAOS_MEMORY_DEFAULT_TOP_K", long.default_top_k);
+        push_if_set(
             &mut vars,
             "KAOS_MEMORY_SCORE_THRESHOLD",
             long.score_threshold,
         );
-        push_set(&mut vars, "KAOS_MEMORY_RERANK", long.rerank);
+        push_if_set(&mut vars, "KAOS_MEMORY_RERANK", long.rerank);
         if let Some(extraction) = &long.extraction {
-            push_set(
+            push_if_set(
                 &mut vars,
                 "KAOS_MEMORY_EXTRACTION_CONCURRENCY",
                 Some(extraction.concurrency),
             );
-            push_set(
+            push_if_set(
                 &mut vars,
                 "KAOS_MEMORY_EXTRACTION_MAX_RETRIES",
                 extraction.max_retries,
             );
-            push_set(
+            push_if_set(
                 &mut vars,
                 "KAOS_MEMORY_EXTRACTION_SYSTEM_PROMPT",
                 text(&extraction.system_prompt),
             );
         }
     }
-    push_set(
+    push_if_set(
         &mut vars,
         "KAOS_MEMORY_REQUEST_CONCURRENCY",
         spec.request_concurrency,

@@ -104,6 +104,13 @@ fn env_value(d: &Deployment, name: &str) -> Option<String> {
 }
 
 const LLM: &str = "http://modelapi-llm.default.svc.cluster.local:8000";
+const EMBEDDER: &str = "http://modelapi-embedder.default.svc.cluster.local:8000";
+
+/// Both ModelAPIs a store names, Ready.
+async fn model_apis_ready(h: &Harness) {
+    model_api(h, "llm", true, LLM).await;
+    model_api(h, "embedder", true, EMBEDDER).await;
+}
 
 #[tokio::test]
 async fn a_store_waits_for_both_model_apis_then_serves_on_its_claim() {
@@ -119,13 +126,7 @@ async fn a_store_waits_for_both_model_apis_then_serves_on_its_claim() {
         message(s) == "embedding ModelAPI \"embedder\" not found"
     })
     .await;
-    model_api(
-        &h,
-        "embedder",
-        false,
-        "http://modelapi-embedder.default.svc.cluster.local:8000",
-    )
-    .await;
+    model_api(&h, "embedder", false, EMBEDDER).await;
     until(&h, "waiting for the embedding ModelAPI to be ready", |s| {
         message(s) == "embedding ModelAPI \"embedder\" is not ready"
     })
@@ -139,13 +140,7 @@ async fn a_store_waits_for_both_model_apis_then_serves_on_its_claim() {
         "nothing is created while a ModelAPI is awaited"
     );
 
-    model_api(
-        &h,
-        "embedder",
-        true,
-        "http://modelapi-embedder.default.svc.cluster.local:8000",
-    )
-    .await;
+    model_api(&h, "embedder", true, EMBEDDER).await;
     let ready = until(&h, "Ready", |s| phase(s) == Some(Phase::Ready)).await;
     let status = ready.status.expect("status");
     assert!(status.ready);
@@ -190,14 +185,7 @@ async fn a_store_waits_for_both_model_apis_then_serves_on_its_claim() {
 #[tokio::test]
 async fn a_model_api_change_reaches_the_store_and_an_unready_one_holds_it_pending() {
     let h = start().await;
-    model_api(&h, "llm", true, LLM).await;
-    model_api(
-        &h,
-        "embedder",
-        true,
-        "http://modelapi-embedder.default.svc.cluster.local:8000",
-    )
-    .await;
+    model_apis_ready(&h).await;
     apply(&h, "MemoryStore", "brain", spec(json!({"type": "local"})));
     until(&h, "Ready", |s| phase(s) == Some(Phase::Ready)).await;
 
@@ -210,13 +198,7 @@ async fn a_model_api_change_reaches_the_store_and_an_unready_one_holds_it_pendin
     })
     .await;
 
-    model_api(
-        &h,
-        "embedder",
-        false,
-        "http://modelapi-embedder.default.svc.cluster.local:8000",
-    )
-    .await;
+    model_api(&h, "embedder", false, EMBEDDER).await;
     let held = until(&h, "held Pending", |s| phase(s) == Some(Phase::Pending)).await;
     assert_eq!(
         message(&held),
@@ -235,14 +217,7 @@ async fn a_model_api_change_reaches_the_store_and_an_unready_one_holds_it_pendin
 #[tokio::test]
 async fn the_claim_is_created_once_and_the_budget_follows_the_replicas() {
     let h = start().await;
-    model_api(&h, "llm", true, LLM).await;
-    model_api(
-        &h,
-        "embedder",
-        true,
-        "http://modelapi-embedder.default.svc.cluster.local:8000",
-    )
-    .await;
+    model_apis_ready(&h).await;
     apply(
         &h,
         "MemoryStore",
@@ -299,14 +274,7 @@ async fn the_claim_is_created_once_and_the_budget_follows_the_replicas() {
 #[tokio::test]
 async fn a_claim_of_that_name_we_do_not_own_is_never_taken_over() {
     let h = start().await;
-    model_api(&h, "llm", true, LLM).await;
-    model_api(
-        &h,
-        "embedder",
-        true,
-        "http://modelapi-embedder.default.svc.cluster.local:8000",
-    )
-    .await;
+    model_apis_ready(&h).await;
     h.cluster.apply(
         "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: memorystore-brain-data, namespace: default}\nspec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 3Gi}}}\n",
     );
