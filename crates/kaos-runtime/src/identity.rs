@@ -72,6 +72,16 @@ impl SecurityIds {
     /// Records the event's object (a resource being deleted claims nothing) and returns the
     /// resources to look at again: every claimant of each id whose claimants changed.
     pub fn observe<K: Resource + SecurityIdentity>(&mut self, event: &Event<K>) -> Vec<Name> {
+        if self.claims.is_empty() {
+            // The common case, no resource with an id: nothing to record or release.
+            let claims_one = match event {
+                Event::Apply(object) | Event::InitApply(object) => object.security_id().is_some(),
+                _ => false,
+            };
+            if !claims_one {
+                return Vec::new();
+            }
+        }
         let mut touched: Vec<String> = Vec::new();
         match event {
             Event::Apply(object) | Event::InitApply(object) => {
