@@ -7,8 +7,8 @@ use kaos_runtime::converge::WorkloadChildren;
 use kaos_runtime::pod_security::secure_pod;
 use kaos_runtime::podspec::merge_pod_spec;
 use kaos_runtime::workload::{
-    Workload, apply_container_override, env, image, log_level, merge_telemetry, owner_of, push_if_set,
-    python_otel_env, with_user_env,
+    Workload, apply_container_override, env, image, log_level, merge_telemetry, owner_of,
+    push_if_set, python_otel_env, with_user_env,
 };
 use kube::ResourceExt;
 
