@@ -19,8 +19,11 @@ use serde_json::{Value, json};
 
 const AGENTS: usize = 6;
 
-/// Every kind the controllers reconcile: each gets resources here.
+/// Every kind the controllers reconcile into a workload: each gets resources here.
 const KINDS: [&str; 4] = ["Agent", "ModelAPI", "MCPServer", "MemoryStore"];
+/// The kinds whose controller writes only their status (the authz controller): they get
+/// resources too, and converge once their conditions are current and what they name resolves.
+const STATUS_ONLY_KINDS: [&str; 2] = ["AccessGrant", "ThirdPartyService"];
 
 fn kind_api(client: &kube::Client, kind: &str) -> Api<DynamicObject> {
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("kaos.tools", "v1alpha1", kind));
@@ -31,7 +34,10 @@ fn manifests() -> String {
     let mut yaml = String::from(
         "apiVersion: kaos.tools/v1alpha1\nkind: ModelAPI\nmetadata: {name: llm, namespace: default}\nspec: {mode: Proxy, proxyConfig: {models: ['*']}}\n\
          ---\napiVersion: kaos.tools/v1alpha1\nkind: MCPServer\nmetadata: {name: tools, namespace: default}\nspec: {runtime: python-string, params: 'x = 1'}\n\
-         ---\napiVersion: kaos.tools/v1alpha1\nkind: MemoryStore\nmetadata: {name: memory, namespace: default}\nspec: {storage: {type: local}, models: {summarization: {modelAPI: llm, model: gpt-4o-mini}, embedding: {modelAPI: llm, model: text-embedding-3-small}}}\n",
+         ---\napiVersion: kaos.tools/v1alpha1\nkind: MemoryStore\nmetadata: {name: memory, namespace: default}\nspec: {storage: {type: local}, models: {summarization: {modelAPI: llm, model: gpt-4o-mini}, embedding: {modelAPI: llm, model: text-embedding-3-small}}}\n\
+         ---\napiVersion: kaos.tools/v1alpha1\nkind: AccessGrant\nmetadata: {name: grant, namespace: default}\nspec: {subjects: [{kind: Agent, name: agent-0}], resources: [{kind: ModelAPI, name: llm}, {kind: MCPServer, name: tools}, {kind: MemoryStore, name: memory}]}\n\
+         ---\napiVersion: v1\nkind: Secret\nmetadata: {name: oauth, namespace: default}\nstringData: {client-secret: s3cret}\n\
+         ---\napiVersion: kaos.tools/v1alpha1\nkind: ThirdPartyService\nmetadata: {name: service, namespace: default}\nspec: {clientID: kaos, clientSecretRef: {name: oauth, key: client-secret}, issuerURI: 'https://issuer.example', scopes: [{name: read}], protectedResources: ['https://api.example'], routeRef: {name: egress}, access: [{agent: agent-0, scopes: [read]}]}\n",
     );
     for i in 0..AGENTS {
         yaml.push_str(&format!(
@@ -43,7 +49,8 @@ fn manifests() -> String {
     yaml
 }
 
-/// Whether every custom resource is Ready at its current generation.
+/// Whether every custom resource is Ready at its current generation (the status-only kinds:
+/// their conditions current and their references resolved).
 async fn converged(client: &kube::Client) -> Result<(), String> {
     let mut waiting = Vec::new();
     for kind in KINDS {
@@ -62,6 +69,30 @@ async fn converged(client: &kube::Client) -> Result<(), String> {
                     o.name_any(),
                     v.pointer("/status/message").unwrap_or(&Value::Null)
                 ));
+            }
+        }
+    }
+    for kind in STATUS_ONLY_KINDS {
+        let objects = kind_api(client, kind)
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        for o in objects {
+            let v = serde_json::to_value(&o).unwrap_or_default();
+            let conditions = v
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let current = !conditions.is_empty()
+                && conditions
+                    .iter()
+                    .all(|c| c.get("observedGeneration") == v.pointer("/metadata/generation"));
+            let resolved = conditions
+                .iter()
+                .any(|c| c["type"] == "ResolvedRefs" && c["status"] == "True");
+            if !(current && resolved) {
+                waiting.push(format!("{kind} {} {conditions:?}", o.name_any()));
             }
         }
     }

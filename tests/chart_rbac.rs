@@ -9,6 +9,8 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kaos_api::access::{AccessGrant, ThirdPartyService};
 use kaos_api::agent::Agent;
 use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
@@ -132,7 +134,7 @@ async fn the_charts_rbac_is_enough_and_minimal() {
         .iter()
         .map(|(_, replicas)| replicas[0].service_account.clone())
         .collect();
-    assert_eq!(service_accounts.len(), 4);
+    assert_eq!(service_accounts.len(), 5);
 
     apply_yaml(&admin, EXAMPLE_CREDENTIALS).await;
     apply_yaml(
@@ -237,6 +239,38 @@ async fn the_charts_rbac_is_enough_and_minimal() {
     until(
         "the shared MemoryStore's budget to go at one pod",
         || async { matches!(budgets.get_opt("memorystore-shared").await, Ok(None)) },
+    )
+    .await;
+    // The authz controller writes the status of an AccessGrant naming the quickstart's objects
+    // (and a Warning event saying it is not enforced) and of a ThirdPartyService whose client
+    // Secret it looks up by name; it watches the kinds they name as metadata only.
+    apply_yaml(&admin, "apiVersion: kaos.tools/v1alpha1\nkind: AccessGrant\nmetadata: {name: researchers, namespace: default}\nspec: {subjects: [{kind: Agent, name: coordinator}], resources: [{kind: Agent, name: worker}, {kind: MCPServer, name: echo-tools}, {kind: ModelAPI, name: llm-proxy}, {kind: MemoryStore, name: local}]}\n").await;
+    apply_yaml(&admin, "apiVersion: kaos.tools/v1alpha1\nkind: ThirdPartyService\nmetadata: {name: github, namespace: default}\nspec: {clientID: kaos, clientSecretRef: {name: openai-credentials, key: api-key}, issuerURI: 'https://github.com/login/oauth', scopes: [{name: repo}], protectedResources: ['https://api.github.com'], routeRef: {name: github-egress}, access: [{agent: worker, scopes: [repo]}]}\n").await;
+    let grants: Api<AccessGrant> = Api::default_namespaced(admin.clone());
+    let services: Api<ThirdPartyService> = Api::default_namespaced(admin.clone());
+    // (status, reason) of a condition.
+    fn state(conditions: &[Condition], type_: &str) -> Option<(String, String)> {
+        conditions
+            .iter()
+            .find(|c| c.type_ == type_)
+            .map(|c| (c.status.clone(), c.reason.clone()))
+    }
+    let is = |status: &str, reason: &str| Some((status.to_string(), reason.to_string()));
+    until(
+        "the AccessGrant's and the ThirdPartyService's status",
+        || async {
+            let grant = grants.get_opt("researchers").await.ok().flatten();
+            let grant = grant.and_then(|g| g.status).map(|s| s.conditions);
+            let service = services.get_opt("github").await.ok().flatten();
+            let service = service.and_then(|s| s.status).map(|s| s.conditions);
+            grant.is_some_and(|c| {
+                state(&c, "Enforced") == is("False", "AuthorizationDisabled")
+                    && state(&c, "ResolvedRefs") == is("True", "ReferencesResolved")
+            }) && service.is_some_and(|c| {
+                state(&c, "Ready") == is("False", "FeatureDisabled")
+                    && state(&c, "ResolvedRefs") == is("True", "ReferencesResolved")
+            })
+        },
     )
     .await;
     let wait_until =

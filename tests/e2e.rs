@@ -4,7 +4,7 @@
 //! killing a leader hands over to its standby, which reconciles a new change within the lease
 //! duration without any Ready agent leaving Ready; SIGTERM hands over in about a second; only
 //! leaders' reconcile counters move. A MemoryStore waits for its two ModelAPIs, then serves the
-//! agent bound to it.
+//! agent bound to it. An AccessGrant says it is not enforced and follows what it names.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -83,15 +83,46 @@ async fn leader_of(leases: &Api<Lease>, pair: &Pair, not: Option<&str>) -> (usiz
     }
 }
 
-/// Every kind a controller reconciles.
+/// Every kind a controller reconciles that turns Ready.
 const KINDS: [&str; 4] = ["Agent", "ModelAPI", "MCPServer", "MemoryStore"];
+/// The kinds never Ready on kaos-rs (it enforces neither), and the condition that says so.
+const NOT_ENFORCED: [(&str, &str); 2] =
+    [("AccessGrant", "Enforced"), ("ThirdPartyService", "Ready")];
 
+fn kind_api(client: &kube::Client, kind: &str) -> Api<DynamicObject> {
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("kaos.tools", "v1alpha1", kind));
+    Api::default_namespaced_with(client.clone(), &resource)
+}
+
+/// The condition `type_` of an object's status.
+fn condition<'a>(object: &'a DynamicObject, type_: &str) -> Option<&'a serde_json::Value> {
+    object
+        .data
+        .pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+}
+
+/// (metadata.generation, the observedGeneration of condition `type_`).
+async fn condition_generation(
+    api: &Api<DynamicObject>,
+    name: &str,
+    type_: &str,
+) -> (Option<i64>, Option<i64>) {
+    let Ok(object) = api.get(name).await else {
+        return (None, None);
+    };
+    let observed = condition(&object, type_).and_then(|c| c["observedGeneration"].as_i64());
+    (object.metadata.generation, observed)
+}
+
+/// Whether every workload is Ready, and every AccessGrant and ThirdPartyService says it is not
+/// enforced and that what it names exists, at its current generation.
 async fn all_ready(client: &kube::Client) -> Result<(), String> {
     let mut waiting = Vec::new();
     for kind in KINDS {
-        let resource =
-            ApiResource::from_gvk(&GroupVersionKind::gvk("kaos.tools", "v1alpha1", kind));
-        for object in Api::<DynamicObject>::default_namespaced_with(client.clone(), &resource)
+        for object in kind_api(client, kind)
             .list(&Default::default())
             .await
             .map_err(|e| e.to_string())?
@@ -101,6 +132,27 @@ async fn all_ready(client: &kube::Client) -> Result<(), String> {
                     "{kind} {:?}: {}",
                     object.metadata.name,
                     object.data.pointer("/status/message").unwrap_or(&().into())
+                ));
+            }
+        }
+    }
+    for (kind, type_) in NOT_ENFORCED {
+        for object in kind_api(client, kind)
+            .list(&Default::default())
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            let current = condition(&object, type_).is_some_and(|c| {
+                c["status"] == "False"
+                    && c["observedGeneration"].as_i64() == object.metadata.generation
+            });
+            let resolved =
+                condition(&object, "ResolvedRefs").is_some_and(|c| c["status"] == "True");
+            if !(current && resolved) {
+                waiting.push(format!(
+                    "{kind} {:?}: {:?}",
+                    object.metadata.name,
+                    object.data.pointer("/status/conditions")
                 ));
             }
         }
@@ -162,6 +214,7 @@ async fn two_replicas_per_controller_converge_hand_over_and_count_on_the_leader_
             "kaos-memorystore-controller",
             "memorystore",
         ),
+        ("authz-controller", "kaos-authz-controller", "authz"),
     ]
     .into_iter()
     .map(|(binary, lease, controller)| Pair {
@@ -211,6 +264,7 @@ async fn two_replicas_per_controller_converge_hand_over_and_count_on_the_leader_
     for example in example_files() {
         apply_yaml(&client, &std::fs::read_to_string(example).expect("example")).await;
     }
+    apply_yaml(&client, ACCESS).await;
     let started = Instant::now();
     loop {
         match all_ready(&client).await {
@@ -368,6 +422,7 @@ async fn two_replicas_per_controller_converge_hand_over_and_count_on_the_leader_
     let model_apis: Api<ModelAPI> = Api::default_namespaced(client.clone());
     let servers: Api<MCPServer> = Api::default_namespaced(client.clone());
     let stores: Api<MemoryStore> = Api::default_namespaced(client.clone());
+    let grants = kind_api(&client, "AccessGrant");
     let change = PatchParams::default();
     agents
         .patch(
@@ -405,6 +460,16 @@ async fn two_replicas_per_controller_converge_hand_over_and_count_on_the_leader_
         )
         .await
         .expect("patch");
+    grants
+        .patch(
+            "researchers",
+            &change,
+            &Patch::Merge(
+                serde_json::json!({"spec": {"subjects": [{"kind": "Group", "name": "analysts"}]}}),
+            ),
+        )
+        .await
+        .expect("patch");
     loop {
         for agent in agents.list(&Default::default()).await.expect("agents") {
             let name = agent.metadata.name.clone().unwrap_or_default();
@@ -418,7 +483,8 @@ async fn two_replicas_per_controller_converge_hand_over_and_count_on_the_leader_
         let m = observed_generation(&model_apis, "llm-proxy").await;
         let s = observed_generation(&servers, "echo-tools").await;
         let st = observed_generation(&stores, "support-memory").await;
-        if [a, m, s, st]
+        let g = condition_generation(&grants, "researchers", "Enforced").await;
+        if [a, m, s, st, g]
             .iter()
             .all(|(generation, observed)| generation.is_some() && generation == observed)
         {
@@ -426,7 +492,7 @@ async fn two_replicas_per_controller_converge_hand_over_and_count_on_the_leader_
         }
         assert!(
             killed.elapsed() < LEASE_DURATION + Duration::from_secs(5),
-            "the standbys did not reconcile the change in time: {a:?} {m:?} {s:?} {st:?}"
+            "the standbys did not reconcile the change in time: {a:?} {m:?} {s:?} {st:?} {g:?}"
         );
         tokio::time::sleep(POLL).await;
     }
@@ -673,6 +739,96 @@ async fn a_memory_store_waits_for_its_model_apis_then_serves_its_agent() {
     assert_eq!(
         env_of(&agent, "MEMORY_STORE_ENDPOINT").as_deref(),
         Some(endpoint)
+    );
+}
+
+/// An AccessGrant and a ThirdPartyService (with its client Secret) on the quickstart's agents
+/// and MCP server, everything they name existing.
+const ACCESS: &str = "apiVersion: v1\nkind: Secret\nmetadata: {name: github-oauth, namespace: default}\nstringData: {client-secret: s3cret}\n---\napiVersion: kaos.tools/v1alpha1\nkind: AccessGrant\nmetadata: {name: researchers, namespace: default}\nspec: {subjects: [{kind: Group, name: researchers}, {kind: Agent, name: coordinator}], resources: [{kind: Agent, name: worker}, {kind: MCPServer, name: echo-tools}]}\n---\napiVersion: kaos.tools/v1alpha1\nkind: ThirdPartyService\nmetadata: {name: github, namespace: default}\nspec: {clientID: kaos, clientSecretRef: {name: github-oauth, key: client-secret}, issuerURI: 'https://github.com', scopes: [{name: repo}], protectedResources: ['https://api.github.com'], routeRef: {name: github-egress}, access: [{agent: worker, scopes: [repo]}]}\n";
+
+/// (status, reason, message) of a condition.
+fn state(object: &DynamicObject, type_: &str) -> Option<(String, String, String)> {
+    let c = condition(object, type_)?;
+    let text = |k: &str| c[k].as_str().unwrap_or("").to_string();
+    Some((text("status"), text("reason"), text("message")))
+}
+
+/// The authz-controller binary: an AccessGrant naming an Agent that exists and an MCPServer
+/// that does not says, in KAOS's words, that it is not enforced and which reference is missing;
+/// once the MCPServer is created its references resolve.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_access_grant_is_not_enforced_and_follows_what_it_names() {
+    let scratch = Scratch::new("authz");
+    let (_testkit, kubeconfig) = serve_testkit(&scratch, &[]);
+    let client = client(&kubeconfig).await;
+    apply_yaml(
+        &client,
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: kaos-system}\n",
+    )
+    .await;
+    let _controller = start_controller(
+        &scratch,
+        "authz-controller",
+        "authz-controller",
+        &kubeconfig,
+        &settings(),
+    );
+    apply_yaml(
+        &client,
+        "apiVersion: kaos.tools/v1alpha1\nkind: Agent\nmetadata: {name: researcher, namespace: default}\nspec: {modelAPI: llm, model: openai/gpt-4o}\n---\napiVersion: kaos.tools/v1alpha1\nkind: AccessGrant\nmetadata: {name: researchers, namespace: default}\nspec: {subjects: [{kind: Agent, name: researcher}], resources: [{kind: MCPServer, name: tools}]}\n",
+    )
+    .await;
+    let grants = kind_api(&client, "AccessGrant");
+    let resolved = |status: &'static str| {
+        let grants = grants.clone();
+        async move {
+            let grant = grants.get("researchers").await.ok()?;
+            (state(&grant, "ResolvedRefs")?.0 == status).then_some(grant)
+        }
+    };
+    let grant = wait_until(
+        &scratch,
+        "the grant reports the missing MCPServer",
+        Duration::from_secs(30),
+        || resolved("False"),
+    )
+    .await;
+    assert_eq!(
+        state(&grant, "Enforced"),
+        Some((
+            "False".into(),
+            "AuthorizationDisabled".into(),
+            "Gateway authorization is not enabled; this AccessGrant is not enforced".into()
+        ))
+    );
+    assert_eq!(
+        state(&grant, "ResolvedRefs"),
+        Some((
+            "False".into(),
+            "ReferenceNotFound".into(),
+            "MCPServer tools not found in namespace default; create them or fix the names".into()
+        ))
+    );
+
+    apply_yaml(
+        &client,
+        "apiVersion: kaos.tools/v1alpha1\nkind: MCPServer\nmetadata: {name: tools, namespace: default}\nspec: {runtime: python-string}\n",
+    )
+    .await;
+    let grant = wait_until(
+        &scratch,
+        "the grant's references resolve",
+        Duration::from_secs(30),
+        || resolved("True"),
+    )
+    .await;
+    assert_eq!(
+        state(&grant, "ResolvedRefs").map(|(_, reason, _)| reason),
+        Some("ReferencesResolved".into())
+    );
+    assert_eq!(
+        state(&grant, "Enforced").map(|(status, reason, _)| (status, reason)),
+        Some(("False".into(), "AuthorizationDisabled".into()))
     );
 }
 

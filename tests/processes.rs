@@ -283,6 +283,15 @@ pub fn documents(path: &str) -> Vec<Value> {
         .collect()
 }
 
+/// The binary a chart Deployment runs: its `app.kubernetes.io/name` (the controller's name),
+/// whatever the release prefix and suffix of the Deployment's own name.
+pub fn binary_of(deployment: &Value) -> String {
+    deployment["metadata"]["labels"]["app.kubernetes.io/name"]
+        .as_str()
+        .expect("a controller Deployment is labelled app.kubernetes.io/name")
+        .to_string()
+}
+
 /// The environment the chart gives a controller's pod (its literal values; `start_controller`
 /// sets the fieldRefs as the kubelet would), text logs, then `extra_env`.
 pub fn chart_env(pod: &Value, extra_env: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -346,11 +355,7 @@ impl ChartCluster {
             .to_string();
         let mut controllers = Vec::new();
         for deployment in chart.iter().filter(|o| o["kind"] == "Deployment") {
-            let binary = deployment["metadata"]["name"]
-                .as_str()
-                .expect("name")
-                .trim_start_matches("kaos-")
-                .to_string();
+            let binary = binary_of(deployment);
             let pod = &deployment["spec"]["template"]["spec"];
             let service_account = pod["serviceAccountName"]
                 .as_str()

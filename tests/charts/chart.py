@@ -8,7 +8,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 UMBRELLA = REPO / "charts" / "kaos"
 SUBCHARTS = ["kaos-crds", "agent-controller", "modelapi-controller", "mcpserver-controller",
-             "memorystore-controller"]
+             "memorystore-controller", "authz-controller"]
 RELEASE, NAMESPACE = "kaos", "kaos-system"
 
 

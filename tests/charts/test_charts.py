@@ -16,7 +16,8 @@ from chart import NAMESPACE, REPO, SUBCHARTS, UMBRELLA, default_manifest, is_hoo
 KUBERNETES_VERSIONS = ["1.33.0", "1.37.0"]
 # Custom resources the validator has no schema for.
 CUSTOM_KINDS = {"ServiceMonitor", "PrometheusRule"}
-CONTROLLERS = ["agent-controller", "modelapi-controller", "mcpserver-controller", "memorystore-controller"]
+CONTROLLERS = ["agent-controller", "modelapi-controller", "mcpserver-controller", "memorystore-controller",
+               "authz-controller"]
 
 
 def by_kind(objects, kind):
@@ -85,6 +86,10 @@ def test_each_controller_reads_its_own_settings():
     assert env["kaos-memorystore-controller"]["GATEWAY_DEFAULT_MEMORY_TIMEOUT"] == "30s"
     assert "DEFAULT_AGENT_IMAGE" not in env["kaos-modelapi-controller"], "each reads only what its kind needs"
     assert "SYSTEM_NAMESPACE" not in env["kaos-memorystore-controller"], "no MCP runtime registry to find"
+    # The authz controller reads the shared settings only: no image, no route timeout of its own.
+    assert not [k for k in env["kaos-authz-controller"] if k.startswith(("DEFAULT_", "GATEWAY_DEFAULT_"))
+                and k not in ("DEFAULT_LOG_LEVEL",)], env["kaos-authz-controller"]
+    assert "SYSTEM_NAMESPACE" not in env["kaos-authz-controller"]
     for settings in env.values():
         assert settings["DEFAULT_LOG_LEVEL"] == "INFO"
         assert settings["GATEWAY_API_ENABLED"] == "false"
@@ -256,11 +261,12 @@ def test_lease_alerts_watch_the_installed_controllers_leases_only():
     exprs = [r["expr"] for r in rules({"agent-controller": {"enabled": False},
                                         "modelapi-controller": {"controller": {"lease": "models-lease"}}}, release="prod")]
     assert ('max by (name) (leader_election_master_status{name=~"models-lease|prod-kaos-mcpserver-controller|'
-            'prod-kaos-memorystore-controller"}) < 1') in exprs
+            'prod-kaos-memorystore-controller|prod-kaos-authz-controller"}) < 1') in exprs
     absent = [e for e in exprs if e.startswith("absent(")]
     assert absent == ['absent(leader_election_master_status{name="models-lease"})',
                       'absent(leader_election_master_status{name="prod-kaos-mcpserver-controller"})',
-                      'absent(leader_election_master_status{name="prod-kaos-memorystore-controller"})']
+                      'absent(leader_election_master_status{name="prod-kaos-memorystore-controller"})',
+                      'absent(leader_election_master_status{name="prod-kaos-authz-controller"})']
     none = rules({name: {"enabled": False} for name in CONTROLLERS})
     assert [r["alert"] for r in none] == ["KaosReconcileErrors", "KaosResourcesFailed"]
 
@@ -464,7 +470,7 @@ def test_names_derive_from_the_release():
     (rule,) = by_kind(objects, "PrometheusRule")
     exprs = " ".join(r["expr"] for g in rule["spec"]["groups"] for r in g["rules"])
     assert 'name=~"prod-kaos-agent-controller|prod-kaos-modelapi-controller|prod-kaos-mcpserver-controller|' \
-        'prod-kaos-memorystore-controller"' in exprs, \
+        'prod-kaos-memorystore-controller|prod-kaos-authz-controller"' in exprs, \
         "the no-leader alert watches this release's Leases"
     # A release whose name contains kaos is the prefix itself.
     assert "kaos-staging-agent-controller" in names(render(release="kaos-staging"), "Deployment")
@@ -493,10 +499,10 @@ def test_two_releases_in_different_namespaces_do_not_collide():
 def test_name_overrides():
     objects = render({**EVERYTHING, "global": {**EVERYTHING["global"], "fullnameOverride": "ops"},
                       "agent-controller": {"fullnameOverride": "agents", "controller": {"lease": "agents-lease"}}})
-    assert names(objects, "Deployment") == ["agents", "ops-mcpserver-controller", "ops-memorystore-controller",
-                                            "ops-modelapi-controller"]
-    assert names(objects, "ClusterRole") == ["agents", "ops-mcpserver-controller", "ops-memorystore-controller",
-                                             "ops-metrics-reader", "ops-modelapi-controller"]
+    assert names(objects, "Deployment") == ["agents", "ops-authz-controller", "ops-mcpserver-controller",
+                                            "ops-memorystore-controller", "ops-modelapi-controller"]
+    assert names(objects, "ClusterRole") == ["agents", "ops-authz-controller", "ops-mcpserver-controller",
+                                             "ops-memorystore-controller", "ops-metrics-reader", "ops-modelapi-controller"]
     assert "agents-metrics" in names(objects, "Service")
     assert names(objects, "PrometheusRule") == ["ops"]
     assert dict(container_env(deployments(objects)["agents"]))["LEADER_ELECTION_ID"] == "agents-lease"
@@ -517,6 +523,9 @@ BAD_VALUES = [
     ({"mcpserver-controller": {"controller": {"image": {"digets": "sha256:x"}}}}, "digets"),
     ({"memorystore-controller": {"gatewayDefaultTimeout": "soon"}}, "/gatewayDefaultTimeout"),
     ({"global": {"images": {"memoryService": ""}}}, "/global/images/memoryService"),
+    # The authz controller generates no pods and no routes: no such setting of its own.
+    ({"authz-controller": {"podSecurity": "baseline"}}, "podSecurity"),
+    ({"authz-controller": {"gatewayDefaultTimeout": "30s"}}, "gatewayDefaultTimeout"),
     ({"prometheusRule": {"enabeld": True}}, "enabeld"),
     ({"prometheusRule": {"runbookUrl": "docs/runbooks.md"}}, "/prometheusRule/runbookUrl"),
     ({"dashbords": {"enabled": True}}, "dashbords"),
@@ -571,6 +580,9 @@ def test_every_chart_shares_the_same_global_values_and_schema():
             assert blocks(UMBRELLA / "charts" / name / "values.yaml") == umbrella_values, name
     schemas = {n: json.loads((UMBRELLA / "charts" / n / "values.schema.json").read_text())["properties"] for n in CONTROLLERS}
     agent = schemas.pop("agent-controller")
+    # The authz controller generates no pods and no routes: neither setting.
+    authz = schemas.pop("authz-controller")
+    assert authz == {k: v for k, v in agent.items() if k not in ("podSecurity", "gatewayDefaultTimeout")}
     for name, properties in schemas.items():
         # Only the mcpserver controller has a value of its own (its runtime registry).
         assert {k: v for k, v in properties.items() if k != "extraRuntimes"} == agent, name
@@ -643,7 +655,7 @@ def test_plain_manifests_equal_the_default_rendering():
 
 
 # The uninstall hooks (global.uninstall.releaseFinalizers, docs/install.md "Uninstall"): one per
-# controller that adds a finalizer, and its kind. The memorystore controller adds none.
+# controller that adds a finalizer, and its kind. The memorystore and authz controllers add none.
 KINDS = {"agent-controller": "agents", "modelapi-controller": "modelapis", "mcpserver-controller": "mcpservers"}
 RESTRICTED_POD = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
 RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
@@ -660,8 +672,9 @@ def test_uninstall_hooks_release_each_controllers_finalizers():
     deployments = {d["metadata"]["name"]: d for d in by_kind(objects, "Deployment")}
     assert names(hooked, "Job") == [f"kaos-{c}-uninstall" for c in sorted(KINDS)]
     assert names(hooked, "ServiceAccount") == [f"kaos-{c}-uninstall" for c in sorted(KINDS)]
-    # MemoryStores carry no finalizer: nothing to release, no hook object at all.
-    assert not [o for o in hooked if "memorystore" in o["metadata"]["name"]]
+    # MemoryStores, AccessGrants and ThirdPartyServices carry no finalizer: nothing to release, no
+    # hook object at all.
+    assert not [o for o in hooked if "memorystore" in o["metadata"]["name"] or "authz" in o["metadata"]["name"]]
     for obj in hooked:
         annotations = obj["metadata"]["annotations"]
         assert annotations["helm.sh/hook"] == "pre-delete", obj["metadata"]["name"]
@@ -740,6 +753,7 @@ def test_uninstall_hooks_can_be_turned_off_and_never_reach_deploy():
     alone = {c: {"enabled": False} for c in CONTROLLERS}
     assert names(hooks({**alone, "agent-controller": {"enabled": True}}), "Job") == ["kaos-agent-controller-uninstall"]
     assert not hooks({**alone, "memorystore-controller": {"enabled": True}})
+    assert not hooks({**alone, "authz-controller": {"enabled": True}})
     # deploy/kaos.yaml (kubectl apply) must not run the Job at install.
     assert "release-finalizers" not in default_manifest()
 
@@ -777,3 +791,39 @@ def test_the_memorystore_controller_is_granted_exactly_what_it_uses():
     (team_role,) = [r for r in by_kind(namespaced, "Role")
                     if r["metadata"]["name"] == "kaos-memorystore-controller" and r["metadata"]["namespace"] == "team-a"]
     assert team_role["rules"] == MEMORYSTORE_RULES
+
+
+# What the authz controller is granted, exactly: tests/chart_rbac.rs proves it enough and every
+# grant used. Status only: no child of any kind, no write of its resources but their status, and
+# Secrets by name only (a ThirdPartyService's client Secret is checked to exist).
+AUTHZ_RULES = [
+    {"apiGroups": ["kaos.tools"], "resources": ["accessgrants", "thirdpartyservices"], "verbs": ["list", "watch"]},
+    {"apiGroups": ["kaos.tools"], "resources": ["accessgrants/status", "thirdpartyservices/status"], "verbs": ["patch"]},
+    {"apiGroups": ["kaos.tools"], "resources": ["agents", "mcpservers", "modelapis", "memorystores"],
+     "verbs": ["list", "watch"]},
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
+    {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+]
+
+
+def test_the_authz_controller_is_granted_exactly_what_it_uses():
+    objects = render()
+    (role,) = [r for r in by_kind(objects, "ClusterRole") if r["metadata"]["name"] == "kaos-authz-controller"]
+    assert role["rules"] == AUTHZ_RULES + METRICS_AUTH_RULES
+    groups = {g for rule in role["rules"] for g in rule["apiGroups"]}
+    assert not groups & {"apps", "policy", "gateway.networking.k8s.io"}, "no children"
+    (lease_role,) = [r for r in by_kind(objects, "Role") if r["metadata"]["name"] == "kaos-authz-controller-leader-election"]
+    assert lease_role["metadata"]["namespace"] == NAMESPACE
+    assert lease_role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["kaos-authz-controller"],
+         "verbs": ["get", "update"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+    ]
+    namespaced = render({"global": {"watchNamespaces": ["team-a"]}})
+    (team_role,) = [r for r in by_kind(namespaced, "Role")
+                    if r["metadata"]["name"] == "kaos-authz-controller" and r["metadata"]["namespace"] == "team-a"]
+    assert team_role["rules"] == AUTHZ_RULES
+    # No uninstall hook (its kinds carry no finalizer), and its name is not one kaos-cli reads as
+    # KAOS's policy decision point (`kaos system status`: a Deployment named `*access-control*`).
+    assert not [o for o in render(hooks=True) if is_hook(o) and "authz" in o["metadata"]["name"]]
+    assert not [o for o in objects if "access-control" in o["metadata"]["name"]]

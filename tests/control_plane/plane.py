@@ -22,7 +22,8 @@ SCRIPT = REPO / "scripts" / "control-plane"
 CHART = REPO / "charts" / "kaos"
 NODES = 3
 RELEASE = "kaos"
-CONTROLLERS = ["agent-controller", "modelapi-controller", "mcpserver-controller", "memorystore-controller"]
+CONTROLLERS = ["agent-controller", "modelapi-controller", "mcpserver-controller", "memorystore-controller",
+               "authz-controller"]
 CRDS = ["agents.kaos.tools", "mcpservers.kaos.tools", "memorystores.kaos.tools", "modelapis.kaos.tools",
         "accessgrants.kaos.tools", "thirdpartyservices.kaos.tools"]
 KAOS_API = "/apis/kaos.tools/v1alpha1"

@@ -67,7 +67,7 @@ def test_install_establishes_crds_and_rolls_out_restricted_controllers(plane, re
         assert condition(obj, "NamesAccepted") == "True", obj["status"]
     served = {r["name"] for r in plane.get("/apis/kaos.tools/v1alpha1")["resources"]}
     assert {"agents", "agents/status", "modelapis", "mcpservers", "memorystores",
-            "memorystores/status"} <= served, served
+            "memorystores/status", "accessgrants/status", "thirdpartyservices/status"} <= served, served
 
     kwok_nodes = plane.kwok_nodes()
     for controller in CONTROLLERS:
@@ -138,6 +138,30 @@ def test_install_establishes_crds_and_rolls_out_restricted_controllers(plane, re
     assert can_i(plane, "memorystore-controller", "list", "secrets", "-n", NAMESPACE) == "no"
     assert can_i(plane, "memorystore-controller", "watch", "configmaps/kaos-mcp-runtimes",
                  "-n", NAMESPACE) == "no"
+    # The authz controller writes only the status of AccessGrants and ThirdPartyServices (no
+    # finalizer, no child of any kind), reads what they name and looks Secrets up by name.
+    for plural in ("accessgrants", "thirdpartyservices"):
+        assert can_i(plane, "authz-controller", "patch", f"{plural}.kaos.tools",
+                     "--subresource=status", "--all-namespaces") == "yes"
+        assert can_i(plane, "authz-controller", "patch", f"{plural}.kaos.tools",
+                     "--all-namespaces") == "no"
+        assert can_i(plane, "authz-controller", "watch", f"{plural}.kaos.tools",
+                     "--all-namespaces") == "yes"
+    for plural in ("agents", "mcpservers", "modelapis", "memorystores"):
+        assert can_i(plane, "authz-controller", "watch", f"{plural}.kaos.tools",
+                     "--all-namespaces") == "yes"
+        assert can_i(plane, "authz-controller", "patch", f"{plural}.kaos.tools",
+                     "--subresource=status", "--all-namespaces") == "no"
+    assert can_i(plane, "authz-controller", "get", "secrets", "-n", NAMESPACE) == "yes"
+    assert can_i(plane, "authz-controller", "list", "secrets", "-n", NAMESPACE) == "no"
+    for resource in ("deployments.apps", "services", "configmaps", "persistentvolumeclaims",
+                     "poddisruptionbudgets.policy", "httproutes.gateway.networking.k8s.io"):
+        assert can_i(plane, "authz-controller", "get", resource, "--all-namespaces") == "no", resource
+        assert can_i(plane, "authz-controller", "create", resource, "--all-namespaces") == "no", resource
+    assert can_i(plane, "authz-controller", "create", "events.events.k8s.io",
+                 "--all-namespaces") == "yes"
+    assert can_i(plane, "authz-controller", "update", "leases.coordination.k8s.io/"
+                 "kaos-authz-controller", "-n", NAMESPACE) == "yes"
     # Secure metrics: each controller may ask who scrapes it.
     for controller in CONTROLLERS:
         assert can_i(plane, controller, "create", "tokenreviews.authentication.k8s.io") == "yes"

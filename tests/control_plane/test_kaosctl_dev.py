@@ -3,9 +3,10 @@ controllers in-process against the plane (as kubebuilder's `make run` does), wit
 whose context points at a namespace of its own.
 
 Covers: without the CRDs it stops with one line naming what is missing and a hint; with
-`--install-crds` it installs them and the MCP runtime registry, applies examples/quickstart.yaml
-and a MemoryStore with an agent bound to it into the context's namespace and exits once
-everything is Ready, the pods Running on kwok nodes;
+`--install-crds` it installs them and the MCP runtime registry, applies examples/quickstart.yaml,
+a MemoryStore with an agent bound to it, an AccessGrant and a ThirdPartyService into the
+context's namespace and exits once everything is Ready (the AccessGrant and ThirdPartyService,
+never Ready: once they say they are not enforced), the pods Running on kwok nodes;
 the Leases are in that namespace and released on exit; run again without `--apply` it serves
 until Ctrl-C, releases the finalizers of deleted resources meanwhile, and stops cleanly (exit 0,
 Leases released). Leaves the plane as found (no CRD, no namespace of its own).
@@ -57,6 +58,43 @@ spec:
   model: openai/gpt-4o-mini
   config: {memory: {memoryStore: team-memory}}
 """
+# A grant on the quickstart's agents and a service they may call, with its client Secret.
+ACCESS = """apiVersion: v1
+kind: Secret
+metadata: {name: github-oauth}
+stringData: {client-secret: s3cret}
+---
+apiVersion: kaos.tools/v1alpha1
+kind: AccessGrant
+metadata: {name: researchers}
+spec:
+  subjects: [{kind: Group, name: researchers}, {kind: Agent, name: coordinator}]
+  resources: [{kind: Agent, name: worker}, {kind: MCPServer, name: echo-tools}]
+---
+apiVersion: kaos.tools/v1alpha1
+kind: ThirdPartyService
+metadata: {name: github}
+spec:
+  clientID: kaos-dev
+  clientSecretRef: {name: github-oauth, key: client-secret}
+  issuerURI: https://github.com
+  scopes: [{name: repo}]
+  protectedResources: [https://api.github.com]
+  routeRef: {name: github-egress}
+  access: [{agent: worker, scopes: [repo]}]
+"""
+# (plural, the condition that says it is not enforced, its reason): never Ready on kaos-rs.
+NOT_ENFORCED = [("accessgrants", "Enforced", "AuthorizationDisabled"),
+                ("thirdpartyservices", "Ready", "FeatureDisabled")]
+
+
+def table(stdout):
+    """{(kind, name): [phase, endpoint]} of `kaosctl dev`'s report."""
+    rows = {}
+    for line in stdout.split("KIND", 1)[1].split("\n\n", 1)[0].splitlines()[1:]:
+        kind, name, *rest = line.split()
+        rows[(kind, name)] = rest
+    return rows
 
 
 @pytest.fixture(scope="module")
@@ -119,18 +157,26 @@ def test_install_crds_brings_the_quickstart_to_ready_on_the_real_plane(plane, ku
                            "stringData: {api-key: sk-test}\n")
     memory = tmp_path / "memory.yaml"
     memory.write_text(MEMORY)
+    access = tmp_path / "access.yaml"
+    access.write_text(ACCESS)
     result = kaosctl_dev(kubeconfig, "--install-crds", "--apply", str(credentials),
                          "--apply", str(QUICKSTART), "--apply", str(memory),
-                         "--exit-when-ready", "--timeout", "120")
+                         "--apply", str(access), "--exit-when-ready", "--timeout", "120")
     assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
     assert f"Leases in namespace {NAMESPACE}" in result.stderr, result.stderr
     assert "all resources are Ready" in result.stdout, result.stdout
     endpoint = f"http://memorystore-team-memory.{NAMESPACE}.svc.cluster.local:8080"
-    for line in ["ModelAPI     llm-proxy", "MCPServer    echo-tools", "Agent        coordinator",
-                 "Agent        worker", f"MemoryStore  team-memory  Ready  {endpoint}",
-                 f"Deployment {NAMESPACE}/agent-worker",
+    rows = table(result.stdout)
+    for kind, name in [("ModelAPI", "llm-proxy"), ("MCPServer", "echo-tools"),
+                       ("Agent", "coordinator"), ("Agent", "worker"), ("Agent", "recall")]:
+        assert rows.get((kind, name), [None])[0] == "Ready", f"{kind} {name}:\n{result.stdout}"
+    assert rows[("MemoryStore", "team-memory")] == ["Ready", endpoint], result.stdout
+    # Never Ready: their table shows the reason they are not enforced, and no endpoint.
+    assert rows[("AccessGrant", "researchers")] == ["AuthorizationDisabled"], result.stdout
+    assert rows[("ThirdPartyService", "github")] == ["FeatureDisabled"], result.stdout
+    for line in [f"Deployment {NAMESPACE}/agent-worker",
                  f"Deployment {NAMESPACE}/memorystore-team-memory",
-                 "memorystore-controller: http://"]:
+                 *(f"{binary}: http://" for binary in CONTROLLERS)]:
         assert line in result.stdout, f"missing {line!r} in:\n{result.stdout}"
 
     for crd in CRDS:
@@ -143,6 +189,13 @@ def test_install_crds_brings_the_quickstart_to_ready_on_the_real_plane(plane, ku
             # MemoryStores carry none, as in KAOS: their children go by garbage collection.
             assert bool(obj["metadata"].get("finalizers")) == (plural != "memorystores"), \
                 obj["metadata"]
+    for plural, type_, reason in NOT_ENFORCED:
+        for obj in plane.items(f"{KAOS}/namespaces/{NAMESPACE}/{plural}"):
+            conditions = {c["type"]: c for c in obj["status"]["conditions"]}
+            assert (conditions[type_]["status"], conditions[type_]["reason"]) == ("False", reason), \
+                obj["status"]
+            assert conditions["ResolvedRefs"]["status"] == "True", obj["status"]
+            assert not obj["metadata"].get("finalizers"), obj["metadata"]
     agent = plane.get(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/agent-recall")
     container = agent["spec"]["template"]["spec"]["containers"][0]
     env = {e["name"]: e.get("value") for e in container["env"]}
@@ -176,8 +229,9 @@ def test_it_runs_until_ctrl_c_and_stops_cleanly(plane, kubeconfig):
     try:
         assert running.wait(120), "".join(stderr)
         assert all(lease_holders(plane).values()), lease_holders(plane)
-        plane.kubectl("delete", "agents,modelapis,mcpservers,memorystores", "--all",
-                      "-n", NAMESPACE, "--wait", "--timeout=60s", timeout=90)
+        plane.kubectl("delete", "agents,modelapis,mcpservers,memorystores,accessgrants,"
+                      "thirdpartyservices", "--all", "-n", NAMESPACE, "--wait", "--timeout=60s",
+                      timeout=90)
         process.send_signal(signal.SIGINT)
         process.wait(timeout=30)
         stdout = process.stdout.read()

@@ -9,7 +9,8 @@ Covers: /readyz once synced; the quickstart Ready (with pods Running on kwok nod
 plane, in a namespace enforcing the restricted Pod Security Standard); an inline API key kept in
 an owned Secret; a spec edit rolls the Deployment once; drift restored; leader failover; a peer
 pair and a mesh converge and go quiet; MemoryStores get their memory service, claim and
-disruption budget, and no finalizer; no request was forbidden; namespace deletion completes; on the
+disruption budget, and no finalizer; AccessGrants and ThirdPartyServices get their status (not
+enforced, references resolved), and no finalizer; no request was forbidden; namespace deletion completes; on the
 testkit, convergence through injected faults; on the real plane, a terminating namespace that
 took a resource's children first is no reconcile error. A test that only one cluster can show is
 marked `only_on` with the reason.
@@ -63,6 +64,7 @@ def controllers(cluster, release, tmp_path_factory):
         running.start("modelapi-controller", 1)
         running.start("mcpserver-controller", 1)
         running.start("memorystore-controller", 1)
+        running.start("authz-controller", 1)
         yield running
     finally:
         running.stop_all()
@@ -538,6 +540,69 @@ def test_memory_stores_get_their_service_claim_and_budget(cluster, controllers, 
     wait_until("the budget to be deleted at one pod",
                lambda: cluster.get(f"{budgets}/memorystore-shared") is None)
     wait_until("the external MemoryStore Ready on one pod", ready)
+
+
+# An AccessGrant and a ThirdPartyService naming an Agent and the quickstart's ModelAPI, the
+# service's client Secret being the ModelAPI's (any Secret will do: only its existence is checked).
+AUTHZ = textwrap.dedent("""\
+    ---
+    apiVersion: kaos.tools/v1alpha1
+    kind: AccessGrant
+    metadata: {name: researchers}
+    spec:
+      subjects: [{kind: Group, name: researchers}, {kind: Agent, name: researcher}]
+      resources: [{kind: ModelAPI, name: llm-proxy}, {kind: Agent, name: researcher}]
+    ---
+    apiVersion: kaos.tools/v1alpha1
+    kind: ThirdPartyService
+    metadata: {name: github}
+    spec:
+      clientID: kaos
+      clientSecretRef: {name: openai-credentials, key: api-key}
+      issuerURI: https://github.com/login/oauth
+      scopes: [{name: repo}]
+      protectedResources: [https://api.github.com]
+      routeRef: {name: github-egress}
+      access: [{agent: researcher, scopes: [repo]}]
+    """)
+
+
+def test_access_grants_and_third_party_services_get_their_status(cluster, controllers, namespaces):
+    """The authz controller under the chart's RBAC: it writes only the status (KAOS's words for
+    an authorization that is off) and a Warning event, and follows what the resources name."""
+    namespace = namespaces.create("authz")
+    apply(cluster, namespace, model_api() + AUTHZ)
+    path = f"{KAOS}/namespaces/{namespace}"
+
+    def conditions(plural, name):
+        obj = cluster.get(f"{path}/{plural}/{name}") or {}
+        found = {c["type"]: c for c in obj.get("status", {}).get("conditions", [])}
+        return {t: (c["status"], c["reason"]) for t, c in found.items()}, obj
+
+    # The Agent they name does not exist yet.
+    wait_until("the AccessGrant's missing Agent reported", lambda: (
+        (found := conditions("accessgrants", "researchers")[0]).get("ResolvedRefs")
+        == ("False", "ReferenceNotFound"), found))
+    apply(cluster, namespace, agent("researcher"))
+    grant = wait_until("the AccessGrant's status", lambda: (
+        (found := conditions("accessgrants", "researchers"))[0] == {
+            "Enforced": ("False", "AuthorizationDisabled"),
+            "ResolvedRefs": ("True", "ReferencesResolved")}, found))[1][1]
+    service = wait_until("the ThirdPartyService's status", lambda: (
+        (found := conditions("thirdpartyservices", "github"))[0] == {
+            "Ready": ("False", "FeatureDisabled"),
+            "ResolvedRefs": ("True", "ReferencesResolved")}, found))[1][1]
+    for obj in (grant, service):
+        meta = obj["metadata"]
+        assert not meta.get("finalizers"), meta
+        assert {c["observedGeneration"] for c in obj["status"]["conditions"]} == {meta["generation"]}
+        # The authz controller's server-side apply wrote the status, not the spec or metadata.
+        owned = [m["fieldsV1"] for m in meta["managedFields"] if m["manager"] == "kaos-authz-controller"]
+        assert owned and all("f:status" in f and "f:spec" not in f
+                             and set(f.get("f:metadata", {})) <= {"f:name"} for f in owned), owned
+    warnings = [e for e in cluster.items(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
+                if e.get("reason") == "AuthorizationDisabled" and e.get("type") == "Warning"]
+    assert warnings and warnings[0]["regarding"]["name"] == "researchers", warnings
 
 
 def rbac_denials(controllers):

@@ -4,8 +4,9 @@ Every Agent, ModelAPI and MCPServer carries its controller's finalizer; once the
 gone nothing would remove it, and deleting the kept CRDs or a namespace holding such objects
 would stay Terminating. Before `helm uninstall` deletes anything, a hook Job per controller that
 adds a finalizer runs `<controller> release-finalizers` (docs/install.md, "Uninstall"). A
-MemoryStore carries none (its children go by garbage collection): its controller has no hook, and
-its objects are deleted with their namespace and CRD all the same.
+MemoryStore carries none (its children go by garbage collection), nor do AccessGrants (they have
+no children): their controllers have no hook, and their objects are deleted with their namespace
+and CRD all the same.
 
 kwok runs no containers (it reports a Job's pod Succeeded without running it), so the mode runs
 here out of cluster, as the hook Job would run it: the real binary, with the Job's arguments and
@@ -38,9 +39,10 @@ FINALIZERS = {"agent-controller": "kaos.tools/agent-finalizer",
               "modelapi-controller": "kaos.tools/modelapi-finalizer",
               "mcpserver-controller": "kaos.tools/mcpserver-finalizer"}
 PLURALS = {"agent-controller": "agents", "modelapi-controller": "modelapis",
-           "mcpserver-controller": "mcpservers", "memorystore-controller": "memorystores"}
+           "mcpserver-controller": "mcpservers", "memorystore-controller": "memorystores",
+           "authz-controller": "accessgrants"}
 NAMES = {"agent-controller": "worker", "modelapi-controller": "llm", "mcpserver-controller": "tools",
-         "memorystore-controller": "memory"}
+         "memorystore-controller": "memory", "authz-controller": "grant"}
 
 
 def objects(namespace):
@@ -66,6 +68,11 @@ metadata: {{name: memory, namespace: {namespace}}}
 spec:
   storage: {{type: local}}
   models: {{summarization: {{modelAPI: llm, model: m}}, embedding: {{modelAPI: llm, model: e}}}}
+---
+apiVersion: kaos.tools/v1alpha1
+kind: AccessGrant
+metadata: {{name: grant, namespace: {namespace}}}
+spec: {{subjects: [{{kind: Agent, name: worker}}], resources: [{{kind: MCPServer, name: tools}}]}}
 """
 
 
@@ -163,12 +170,18 @@ def test_the_hook_releases_the_finalizers_so_namespace_and_crd_deletion_complete
                 and (plane.get(store) or {}).get("status", {}).get("phase") is not None,
                 (plane.get(store) or {}).get("status")))
             assert finalizers(plane, "memorystore-controller", namespace, "memory") == []
+            # The AccessGrants get their status, and hold no finalizer either.
+            grant = f"/apis/kaos.tools/v1alpha1/namespaces/{namespace}/accessgrants/grant"
+            wait_until(f"{namespace}/grant reconciled", lambda: (
+                bool((plane.get(grant) or {}).get("status", {}).get("conditions")),
+                (plane.get(grant) or {}).get("status")))
+            assert finalizers(plane, "authz-controller", namespace, "grant") == []
 
         # What helm creates first (weight -10): the hook's ServiceAccounts and RBAC.
         rendered = hook_objects(plane)
         jobs = [d for d in rendered if d["kind"] == "Job"]
         assert sorted(j["metadata"]["name"] for j in jobs) == sorted(
-            f"kaos-{c}-uninstall" for c in FINALIZERS), "no hook for the memorystore controller"
+            f"kaos-{c}-uninstall" for c in FINALIZERS), "no hook for the memorystore and authz controllers"
         plane.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(
             [d for d in rendered if d["kind"] != "Job"]))
         hooks = [start_hook(plane, job, tmp_path) for job in jobs]

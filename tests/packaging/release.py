@@ -17,6 +17,7 @@ DOCKERFILES = {
     "Dockerfile.modelapi-ctrl": "modelapi-controller",
     "Dockerfile.mcp-ctrl": "mcpserver-controller",
     "Dockerfile.memorystore-ctrl": "memorystore-controller",
+    "Dockerfile.authz-ctrl": "authz-controller",
 }
 CONTROLLERS = sorted(DOCKERFILES.values())
 # What the release publishes (scripts/release-build.sh's default).

@@ -82,11 +82,7 @@ impl Cluster {
             .iter()
             .filter(|o| o["kind"] == "Deployment")
         {
-            let binary = deployment["metadata"]["name"]
-                .as_str()
-                .unwrap_or("")
-                .trim_start_matches("kaos-")
-                .to_string();
+            let binary = kaos_tests::processes::binary_of(deployment);
             let env = chart_env(&deployment["spec"]["template"]["spec"], &[LOG_LEVEL]);
             let process = start_controller(scratch, &binary, &binary, kubeconfig, &env);
             controllers.push((binary, process));
@@ -203,7 +199,8 @@ async fn install_prerequisites(admin: &kube::Client) -> anyhow::Result<()> {
             "CustomResourceDefinition",
         )),
     );
-    for (_, kind) in CONTROLLERS {
+    let kinds = || CONTROLLERS.iter().flat_map(|(_, kinds)| kinds.iter());
+    for kind in kinds() {
         let name = format!("{}.kaos.tools", kaos(kind).plural);
         if crds.get_opt(&name).await?.is_none() {
             let file = format!("deploy/crds/kaos.tools_{}.yaml", kaos(kind).plural);
@@ -212,7 +209,7 @@ async fn install_prerequisites(admin: &kube::Client) -> anyhow::Result<()> {
         }
     }
     let started = Instant::now();
-    for (_, kind) in CONTROLLERS {
+    for kind in kinds() {
         let api: Api<DynamicObject> = Api::all_with(admin.clone(), &kaos(kind));
         while api.list(&ListParams::default().limit(1)).await.is_err() {
             anyhow::ensure!(

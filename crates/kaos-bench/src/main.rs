@@ -8,7 +8,7 @@
 //! every ModelAPI from Proxy to Hosted costs; plus requests per resource, reconcile latency,
 //! memory and CPU per controller.
 //!
-//!   scripts/build-static.sh target/bench agent-controller modelapi-controller mcpserver-controller memorystore-controller kaos-testkit
+//!   scripts/build-static.sh target/bench agent-controller modelapi-controller mcpserver-controller memorystore-controller authz-controller kaos-testkit
 //!   KAOS_BIN_DIR=$PWD/target/bench cargo run -p kaos-bench -- --agents 100 --topology star --out bench.md
 //! (the driver may be a debug build: the measured processes are the release binaries it runs)
 //!
@@ -43,7 +43,7 @@ use kube::runtime::watcher;
 use serde_json::Value;
 
 use cluster::Cluster;
-use measure::{AGENT_CONTROLLER, agent_deployments, controller, env_var, is_write, kind_of, time};
+use measure::{AGENT_CONTROLLER, agent_deployments, controller, env_var, is_write, kinds_of, time};
 use report::{Change, ControllerStats, Outcome, Report};
 use workload::{Topology, Workload, kaos};
 
@@ -358,9 +358,12 @@ async fn measure_run(
 
     let mut controllers: BTreeMap<String, ControllerStats> = BTreeMap::new();
     for c in cluster.controllers() {
-        // Per resource of its kind: a controller with none in the run (the memorystore
-        // controller) only idles, and stays out of the table.
-        let resources = kind_of(c.binary).map_or(0, |kind| workload.count(kind)) as f64;
+        // Per resource of its kinds: a controller with none in the run (the memorystore and
+        // authz controllers) only idles, and stays out of the table.
+        let resources = kinds_of(c.binary)
+            .iter()
+            .map(|kind| workload.count(kind))
+            .sum::<usize>() as f64;
         if resources == 0.0 {
             continue;
         }

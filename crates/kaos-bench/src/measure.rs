@@ -16,21 +16,24 @@ use crate::workload::{KINDS, Workload, deployments, kaos, services};
 
 pub const AGENT_CONTROLLER: &str = "agent-controller";
 
-/// Each controller binary and the kind it reconciles. A run creates no MemoryStores: the
-/// memorystore controller starts, as the chart runs it, and idles.
-pub const CONTROLLERS: [(&str, &str); 4] = [
-    (AGENT_CONTROLLER, "Agent"),
-    ("modelapi-controller", "ModelAPI"),
-    ("mcpserver-controller", "MCPServer"),
-    ("memorystore-controller", "MemoryStore"),
+/// Each controller binary and the kinds it reconciles. A run creates no MemoryStores,
+/// AccessGrants or ThirdPartyServices: the memorystore and authz controllers start, as the chart
+/// runs them, and idle.
+pub const CONTROLLERS: [(&str, &[&str]); 5] = [
+    (AGENT_CONTROLLER, &["Agent"]),
+    ("modelapi-controller", &["ModelAPI"]),
+    ("mcpserver-controller", &["MCPServer"]),
+    ("memorystore-controller", &["MemoryStore"]),
+    ("authz-controller", &["AccessGrant", "ThirdPartyService"]),
 ];
 
-/// The kind a controller binary reconciles.
-pub fn kind_of(binary: &str) -> Option<&'static str> {
+/// The kinds a controller binary reconciles (none for a binary the bench does not know: the
+/// chart may run one it has not been told about, which then only idles here).
+pub fn kinds_of(binary: &str) -> &'static [&'static str] {
     CONTROLLERS
         .iter()
         .find(|(b, _)| *b == binary)
-        .map(|(_, kind)| *kind)
+        .map_or(&[], |(_, kinds)| *kinds)
 }
 
 /// The metrics port and pid of a controller binary.
@@ -44,14 +47,17 @@ pub fn controller(cluster: &Cluster, binary: &str) -> (u16, u32) {
 pub async fn ready_from_metrics(cluster: &Cluster) -> usize {
     let mut ready = 0.0;
     for controller in cluster.controllers() {
-        let Some(kind) = kind_of(controller.binary) else {
+        let kinds = kinds_of(controller.binary);
+        if kinds.is_empty() {
             continue;
-        };
+        }
         let metrics = scrape(controller.process.metrics_port).await;
-        ready += sample(
-            &metrics,
-            &format!("kaos_resources{{kind=\"{kind}\",phase=\"Ready\"}}"),
-        );
+        for kind in kinds {
+            ready += sample(
+                &metrics,
+                &format!("kaos_resources{{kind=\"{kind}\",phase=\"Ready\"}}"),
+            );
+        }
     }
     ready as usize
 }

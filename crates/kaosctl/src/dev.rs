@@ -27,12 +27,33 @@ use tokio::task::JoinHandle;
 
 use crate::defaults::{QUICKSTART, SANDBOX_CREDENTIALS, SYSTEM_NAMESPACE, controller_settings};
 
-/// The custom resources reported: (plural, kind).
-const KINDS: &[(&str, &str)] = &[
-    ("modelapis", "ModelAPI"),
-    ("mcpservers", "MCPServer"),
-    ("memorystores", "MemoryStore"),
-    ("agents", "Agent"),
+/// When a custom resource has settled, for [`Dev::wait_ready`].
+#[derive(Clone, Copy)]
+enum Settled {
+    /// Once `status.phase` is Ready: the kinds with a workload.
+    WhenReady,
+    /// Once its controller has written this condition for the current generation. AccessGrants
+    /// and ThirdPartyServices are never Ready (kaos-rs enforces neither): the condition saying so
+    /// is all there is to wait for, and its reason stands in for their phase.
+    WhenWritten(&'static str),
+}
+
+/// The custom resources reported: (plural, kind, when it has settled).
+const KINDS: &[(&str, &str, Settled)] = &[
+    ("modelapis", "ModelAPI", Settled::WhenReady),
+    ("mcpservers", "MCPServer", Settled::WhenReady),
+    ("memorystores", "MemoryStore", Settled::WhenReady),
+    ("agents", "Agent", Settled::WhenReady),
+    (
+        "accessgrants",
+        "AccessGrant",
+        Settled::WhenWritten(authz_controller::status::ENFORCED),
+    ),
+    (
+        "thirdpartyservices",
+        "ThirdPartyService",
+        Settled::WhenWritten(authz_controller::status::READY),
+    ),
 ];
 
 /// A controller running in-process until the stop signal, and where its metrics are served.
@@ -303,7 +324,7 @@ async fn apply_documents(
         )
         .await
         .with_context(|| format!("cannot apply {} {name}", types.kind))?;
-        if KINDS.iter().any(|(_, kind)| *kind == types.kind) && group == "kaos.tools" {
+        if KINDS.iter().any(|(_, kind, _)| *kind == types.kind) && group == "kaos.tools" {
             applied.insert((types.kind.clone(), namespace, name));
         }
     }
@@ -340,6 +361,7 @@ fn start_controllers(
             .spawn(move |rt| memorystore_controller::controller::run(rt, memorystore))?,
         start("agent-controller", agent_controller::ID)
             .spawn(move |rt| agent_controller::controller::run(rt, agent))?,
+        start("authz-controller", authz_controller::ID).spawn(authz_controller::controller::run)?,
     ])
 }
 
@@ -483,9 +505,12 @@ pub struct Row {
     pub kind: String,
     pub namespace: String,
     pub name: String,
+    /// `status.phase`; for the kinds without one, the reason of the condition they settle on.
     pub phase: String,
     pub endpoint: String,
     pub message: String,
+    /// Whether [`Dev::wait_ready`] has nothing more to wait for.
+    pub settled: bool,
 }
 
 fn text(v: &Value, pointer: &str) -> String {
@@ -495,24 +520,64 @@ fn text(v: &Value, pointer: &str) -> String {
         .to_string()
 }
 
+/// The condition `type_` of an object's status.
+fn condition<'a>(object: &'a Value, type_: &str) -> Option<&'a Value> {
+    object
+        .pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+}
+
+/// A custom resource as a row: its phase, or for the kinds without one the condition it settles
+/// on (written for its current generation), with the unresolved references as the message.
+fn row(kind: &str, settled: Settled, object: &Value) -> Row {
+    let (phase, message, settled) = match settled {
+        Settled::WhenReady => {
+            let phase = text(object, "/status/phase");
+            let ready = phase == "Ready";
+            (phase, text(object, "/status/message"), ready)
+        }
+        Settled::WhenWritten(type_) => {
+            let written = condition(object, type_);
+            let current = written.is_some_and(|c| {
+                c.get("observedGeneration") == object.pointer("/metadata/generation")
+            });
+            let resolved = condition(object, authz_controller::status::RESOLVED_REFS)
+                .filter(|c| c["status"] == "False");
+            let message = resolved
+                .or(written)
+                .map_or("", |c| c["message"].as_str().unwrap_or_default());
+            (
+                written
+                    .map_or("", |c| c["reason"].as_str().unwrap_or_default())
+                    .into(),
+                message.into(),
+                current,
+            )
+        }
+    };
+    Row {
+        kind: kind.to_string(),
+        namespace: text(object, "/metadata/namespace"),
+        name: text(object, "/metadata/name"),
+        phase,
+        endpoint: text(object, "/status/endpoint"),
+        message,
+        settled,
+    }
+}
+
 impl Dev {
     /// Every custom resource in the cluster, with its phase.
     pub async fn rows(&self) -> anyhow::Result<Vec<Row>> {
         let mut rows = Vec::new();
-        for (_, kind) in KINDS {
+        for (_, kind, settled) in KINDS {
             let resource =
                 ApiResource::from_gvk(&GroupVersionKind::gvk("kaos.tools", "v1alpha1", kind));
             let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
             for object in api.list(&ListParams::default()).await?.items {
-                let object = serde_json::to_value(object)?;
-                rows.push(Row {
-                    kind: kind.to_string(),
-                    namespace: text(&object, "/metadata/namespace"),
-                    name: text(&object, "/metadata/name"),
-                    phase: text(&object, "/status/phase"),
-                    endpoint: text(&object, "/status/endpoint"),
-                    message: text(&object, "/status/message"),
-                });
+                rows.push(row(kind, *settled, &serde_json::to_value(object)?));
             }
         }
         Ok(rows)
@@ -548,8 +613,9 @@ impl Dev {
                 .contains(&(row.kind.clone(), row.namespace.clone(), row.name.clone()))
     }
 
-    /// Waits until every applied custom resource (every one, if none was applied) is Ready,
-    /// printing progress; on timeout returns those that are not, with their messages.
+    /// Waits until every applied custom resource (every one, if none was applied) has settled
+    /// (Ready; AccessGrants and ThirdPartyServices reconciled), printing progress; on timeout
+    /// returns those that have not, with their messages.
     pub async fn wait_ready(&self, timeout: Duration, progress: bool) -> Result<(), Vec<Row>> {
         let started = Instant::now();
         let mut last = String::new();
@@ -557,11 +623,7 @@ impl Dev {
             let (line, waiting) = match self.rows().await {
                 Ok(rows) => {
                     let rows: Vec<Row> = rows.into_iter().filter(|r| self.tracked(r)).collect();
-                    let waiting: Vec<Row> = rows
-                        .iter()
-                        .filter(|r| r.phase != "Ready")
-                        .cloned()
-                        .collect();
+                    let waiting: Vec<Row> = rows.iter().filter(|r| !r.settled).cloned().collect();
                     if waiting.is_empty() && rows.len() >= self.applied.len() {
                         return Ok(());
                     }
@@ -614,10 +676,13 @@ impl Dev {
             "KIND", "NAME", "PHASE"
         );
         for r in &rows {
-            out.push_str(&format!(
-                "{:wk$}  {:wn$}  {:wp$}  {}\n",
+            let line = format!(
+                "{:wk$}  {:wn$}  {:wp$}  {}",
                 r.kind, r.name, r.phase, r.endpoint
-            ));
+            );
+            // No endpoint (AccessGrants, ThirdPartyServices, what is not Ready): no padding.
+            out.push_str(line.trim_end());
+            out.push('\n');
         }
         out.push_str("\nchildren:\n");
         for (kind, name) in self.children().await.unwrap_or_default() {
@@ -628,7 +693,7 @@ impl Dev {
             out.push_str(&format!("  {controller}: http://{address}/metrics\n"));
         }
         out.push_str(&format!(
-            "\nkubeconfig: {path}\ntry: kubectl --kubeconfig {path} get agents,modelapis,mcpservers,memorystores\n",
+            "\nkubeconfig: {path}\ntry: kubectl --kubeconfig {path} get agents,modelapis,mcpservers,memorystores,accessgrants,thirdpartyservices\n",
             path = self.kubeconfig.display()
         ));
         out

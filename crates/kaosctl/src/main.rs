@@ -54,7 +54,9 @@ enum Command {
         /// a sandbox, nothing on an existing cluster.
         #[arg(long = "apply", value_name = "FILE")]
         apply: Vec<PathBuf>,
-        /// Exit 0 once every applied resource is Ready (non-zero with the reasons on timeout).
+        /// Exit 0 once every applied resource is Ready, or for AccessGrants and
+        /// ThirdPartyServices (never Ready: kaos-rs enforces neither) reconciled (non-zero with
+        /// the reasons on timeout).
         #[arg(long)]
         exit_when_ready: bool,
         /// Seconds to wait for readiness.
@@ -95,8 +97,8 @@ enum Command {
         #[arg(long, conflicts_with = "check")]
         force: bool,
         /// Read-only: exit non-zero unless the CRDs belong to the release, it is deployed, no
-        /// KAOS operator runs and kaos-rs has reconciled every Agent, ModelAPI, MCPServer and
-        /// MemoryStore.
+        /// KAOS operator runs and kaos-rs has reconciled every Agent, ModelAPI, MCPServer,
+        /// MemoryStore, AccessGrant and ThirdPartyService.
         #[arg(long)]
         check: bool,
         /// Seconds --scale-down-kaos waits for the KAOS operator's pods to go.
@@ -212,6 +214,9 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             let rendered = render(&documents).map_err(fail(
                 "fix the manifest; `kubectl explain` and docs/api.md describe every field",
             ))?;
+            for note in &rendered.notes {
+                println!("# {note}");
+            }
             print!(
                 "{}",
                 to_yaml(&rendered.objects).map_err(fail("this is a bug in kaosctl"))?

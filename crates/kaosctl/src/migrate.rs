@@ -15,10 +15,12 @@
 //! `--scale-down-kaos` scales it to 0 (and waits for its pods to go) before adopting.
 //!
 //! `migrate --check` is read-only: it reports whether the CRDs belong to the release, the
-//! release is deployed, no KAOS operator runs, and every Agent, ModelAPI, MCPServer and
-//! MemoryStore has been reconciled by kaos-rs: its status was written by the kaos-rs controller
-//! of its kind (the field manager `kaos-<kind>-controller` in `managedFields`) for its current
-//! generation (`status.observedGeneration` = `metadata.generation`).
+//! release is deployed, no KAOS operator runs, and every Agent, ModelAPI, MCPServer,
+//! MemoryStore, AccessGrant and ThirdPartyService has been reconciled by kaos-rs: its status was
+//! written by the kaos-rs controller of its kind (the field manager `kaos-<name>-controller` in
+//! `managedFields`) for its current generation (`status.observedGeneration` =
+//! `metadata.generation`; for AccessGrants and ThirdPartyServices, whose status has no
+//! observedGeneration, that of the condition their controller always writes).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -46,15 +48,56 @@ const REGISTRY: &str = "kaos-mcp-runtimes";
 /// How many unreconciled resources `--check` names before summarising.
 const SHOWN: usize = 20;
 
-/// The kinds kaos-rs reconciles: (kind, plural, field manager of its controller).
-pub const KINDS: &[(&str, &str, &str)] = &[
-    ("Agent", "agents", agent_controller::ID.lease),
-    ("ModelAPI", "modelapis", modelapi_controller::ID.lease),
-    ("MCPServer", "mcpservers", mcpserver_controller::ID.lease),
+/// Where a kind's status says which generation it was written for.
+#[derive(Clone, Copy, Debug)]
+pub enum Observed {
+    /// `status.observedGeneration`.
+    Status,
+    /// The `observedGeneration` of this condition. AccessGrant and ThirdPartyService statuses
+    /// are conditions only (KAOS's schema has no `status.observedGeneration`), and the authz
+    /// controller writes this one on every reconcile, stamped with the generation it judged;
+    /// a condition it no longer writes could keep an old stamp, this one cannot.
+    Condition(&'static str),
+}
+
+/// The kinds kaos-rs reconciles: (kind, plural, field manager of its controller, where its
+/// status records the generation it was written for).
+pub const KINDS: &[(&str, &str, &str, Observed)] = &[
+    (
+        "Agent",
+        "agents",
+        agent_controller::ID.lease,
+        Observed::Status,
+    ),
+    (
+        "ModelAPI",
+        "modelapis",
+        modelapi_controller::ID.lease,
+        Observed::Status,
+    ),
+    (
+        "MCPServer",
+        "mcpservers",
+        mcpserver_controller::ID.lease,
+        Observed::Status,
+    ),
     (
         "MemoryStore",
         "memorystores",
         memorystore_controller::ID.lease,
+        Observed::Status,
+    ),
+    (
+        "AccessGrant",
+        "accessgrants",
+        authz_controller::ID.lease,
+        Observed::Condition(authz_controller::status::ENFORCED),
+    ),
+    (
+        "ThirdPartyService",
+        "thirdpartyservices",
+        authz_controller::ID.lease,
+        Observed::Condition(authz_controller::status::READY),
     ),
 ];
 
@@ -349,7 +392,7 @@ pub async fn survey(
     }
 
     let mut counts = Vec::new();
-    for (kind, plural, _) in KINDS {
+    for (kind, plural, _, _) in KINDS {
         let crd = format!("{plural}.{GROUP}");
         if crds
             .iter()
@@ -755,7 +798,7 @@ pub async fn check(
             },
         });
     }
-    for (kind, _, manager) in KINDS {
+    for (kind, _, manager, observed) in KINDS {
         let crd_served = survey.counts.iter().any(|(k, _)| k == kind);
         if !crd_served {
             continue;
@@ -767,7 +810,7 @@ pub async fn check(
             .items;
         let mut behind = BTreeMap::new();
         for object in &objects {
-            if let Some(reason) = not_reconciled(object, manager) {
+            if let Some(reason) = not_reconciled(object, manager, *observed) {
                 let name = format!(
                     "{}/{}",
                     object.metadata.namespace.as_deref().unwrap_or(""),
@@ -804,7 +847,7 @@ pub async fn check(
 }
 
 /// Why `object` does not show a kaos-rs reconcile of its current generation (None: it does).
-pub fn not_reconciled(object: &DynamicObject, manager: &str) -> Option<String> {
+pub fn not_reconciled(object: &DynamicObject, manager: &str, observed: Observed) -> Option<String> {
     let ours = object
         .metadata
         .managed_fields
@@ -814,13 +857,25 @@ pub fn not_reconciled(object: &DynamicObject, manager: &str) -> Option<String> {
         return Some(format!("its status was never written by {manager}"));
     }
     let generation = object.metadata.generation;
-    let observed = object
-        .data
-        .pointer("/status/observedGeneration")
-        .and_then(Value::as_i64);
+    let (field, observed) = match observed {
+        Observed::Status => (
+            "status.observedGeneration".to_string(),
+            object.data.pointer("/status/observedGeneration"),
+        ),
+        Observed::Condition(type_) => (
+            format!("the observedGeneration of condition {type_}"),
+            object
+                .data
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .and_then(|c| c.iter().find(|c| c["type"] == type_))
+                .and_then(|c| c.get("observedGeneration")),
+        ),
+    };
+    let observed = observed.and_then(Value::as_i64);
     if observed != generation {
         return Some(format!(
-            "status.observedGeneration {} behind metadata.generation {}",
+            "{field} {} behind metadata.generation {}",
             observed.map_or("unset".into(), |o| o.to_string()),
             generation.map_or("unset".into(), |g| g.to_string())
         ));

@@ -1,9 +1,12 @@
 //! `kaosctl render`: the objects the controllers would create for the resources in some
 //! manifests, computed by the controllers' own pure builders. Dependencies found in the same
-//! manifests are treated as ready; no cluster is involved.
+//! manifests are treated as ready; no cluster is involved. AccessGrants and ThirdPartyServices
+//! are validated and create nothing: a comment says so.
 
 use anyhow::{Context, bail};
+use authz_controller::status::{AUTHORIZATION_DISABLED, ENFORCED, FEATURE_DISABLED, READY};
 use k8s_openapi::api::core::v1::ConfigMap;
+use kaos_api::access::{AccessGrant, ThirdPartyService};
 use kaos_api::agent::Agent;
 use kaos_api::mcpserver::MCPServer;
 use kaos_api::memorystore::MemoryStore;
@@ -22,6 +25,8 @@ pub struct Rendered {
     pub objects: Vec<Value>,
     /// Resources that would end Failed or Waiting, with the controller's message.
     pub problems: Vec<String>,
+    /// Resources that create no objects, and why (printed as YAML comments).
+    pub notes: Vec<String>,
 }
 
 fn schema_for(kind: &str) -> Option<CrdSchema> {
@@ -71,12 +76,24 @@ fn named<K: Resource>(object: &K, namespace: &Option<String>, name: &str) -> boo
     object.meta().namespace == *namespace && object.meta().name.as_deref() == Some(name)
 }
 
+/// The note of a resource that creates no objects: only the status condition its controller
+/// writes.
+fn no_objects<K: Resource<DynamicType = ()>>(object: &K, condition: &str, reason: &str) -> String {
+    format!(
+        "{} {}/{}: creates no objects; the authz controller writes its status ({condition}=False, {reason}: kaos-rs does not enforce it)",
+        K::kind(&()),
+        object.namespace().unwrap_or_default(),
+        object.name_any()
+    )
+}
+
 /// Renders every kaos.tools resource of `documents`.
 pub fn render(documents: &[Value]) -> anyhow::Result<Rendered> {
     let settings = controller_settings()?;
     let (mut model_apis, mut servers, mut stores, mut agents) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut registry_text = None;
+    let mut notes = Vec::new();
     for document in documents {
         let kind = document.get("kind").and_then(Value::as_str).unwrap_or("");
         let api_version = document
@@ -95,6 +112,15 @@ pub fn render(documents: &[Value]) -> anyhow::Result<Rendered> {
             }
             ("kaos.tools/v1alpha1", "Agent") => {
                 agents.push(admit::<Agent>(kind, document.clone())?)
+            }
+            // Status only: the authz controller says they are not enforced.
+            ("kaos.tools/v1alpha1", "AccessGrant") => {
+                let grant = admit::<AccessGrant>(kind, document.clone())?;
+                notes.push(no_objects(&grant, ENFORCED, AUTHORIZATION_DISABLED));
+            }
+            ("kaos.tools/v1alpha1", "ThirdPartyService") => {
+                let service = admit::<ThirdPartyService>(kind, document.clone())?;
+                notes.push(no_objects(&service, READY, FEATURE_DISABLED));
             }
             ("v1", "ConfigMap")
                 if document.pointer("/metadata/name").and_then(Value::as_str)
@@ -122,7 +148,10 @@ pub fn render(documents: &[Value]) -> anyhow::Result<Rendered> {
         },
     );
 
-    let mut rendered = Rendered::default();
+    let mut rendered = Rendered {
+        notes,
+        ..Default::default()
+    };
     for m in &mut model_apis {
         match modelapi_controller::build::build(m, &settings.modelapi) {
             Ok(desired) => {

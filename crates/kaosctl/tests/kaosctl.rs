@@ -252,6 +252,163 @@ async fn render_and_the_sandbox_agree_on_a_memory_store_and_its_agent() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// An AccessGrant on the quickstart's worker and a ThirdPartyService it may call, with the
+/// client Secret that service reads.
+const ACCESS: &str = "apiVersion: v1\nkind: Secret\nmetadata: {name: github-oauth}\nstringData: {client-secret: s3cret}\n---\napiVersion: kaos.tools/v1alpha1\nkind: AccessGrant\nmetadata: {name: researchers}\nspec: {subjects: [{kind: Group, name: researchers}, {kind: Agent, name: coordinator}], resources: [{kind: Agent, name: worker}, {kind: MCPServer, name: echo-tools}]}\n---\napiVersion: kaos.tools/v1alpha1\nkind: ThirdPartyService\nmetadata: {name: github}\nspec: {clientID: kaos-dev, clientSecretRef: {name: github-oauth, key: client-secret}, issuerURI: 'https://github.com', scopes: [{name: repo}], protectedResources: ['https://api.github.com'], routeRef: {name: github-egress}, access: [{agent: worker, scopes: [repo]}]}\n";
+
+/// AccessGrants and ThirdPartyServices render to nothing, with a comment each; an invalid one
+/// is refused like any other resource.
+#[test]
+fn render_validates_access_kinds_and_creates_nothing_for_them() {
+    let mut documents = quickstart();
+    let access: Vec<Value> = serde_saphyr::from_multiple(ACCESS).expect("yaml");
+    documents.extend(access.iter().cloned());
+    let rendered = render(&documents).expect("renders");
+    assert!(rendered.problems.is_empty(), "{:?}", rendered.problems);
+    assert_eq!(
+        rendered.objects,
+        render(&quickstart()).expect("renders").objects,
+        "they add no object"
+    );
+    assert_eq!(
+        rendered.notes,
+        [
+            "AccessGrant default/researchers: creates no objects; the authz controller writes its status (Enforced=False, AuthorizationDisabled: kaos-rs does not enforce it)",
+            "ThirdPartyService default/github: creates no objects; the authz controller writes its status (Ready=False, FeatureDisabled: kaos-rs does not enforce it)",
+        ]
+    );
+
+    let out = Command::new(env!("CARGO_BIN_EXE_kaosctl"))
+        .args(["render", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(ACCESS.as_bytes())?;
+            child.wait_with_output()
+        })
+        .expect("runs");
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(stdout.lines().count(), 2, "{stdout}");
+    assert!(
+        stdout.lines().all(|l| l.starts_with("# ")),
+        "comments only: {stdout}"
+    );
+
+    let mut bad = access[1].clone();
+    bad["spec"]["resources"] = serde_json::json!([{"kind": "Agent"}]);
+    let err = render(&[bad]).expect_err("invalid");
+    assert!(
+        err.to_string()
+            .starts_with("AccessGrant researchers is invalid: "),
+        "{err}"
+    );
+}
+
+/// The sandbox runs the authz controller: an AccessGrant and a ThirdPartyService say they are
+/// not enforced and that what they name resolves, the table shows those reasons, and waiting
+/// for readiness ends although neither is ever Ready.
+#[tokio::test]
+async fn the_sandbox_reports_access_grants_and_third_party_services() {
+    let dir = std::env::temp_dir().join(format!("kaosctl-access-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let credentials = dir.join("credentials.yaml");
+    std::fs::write(&credentials, kaosctl::defaults::SANDBOX_CREDENTIALS).expect("credentials");
+    let access = dir.join("access.yaml");
+    std::fs::write(&access, ACCESS).expect("access");
+    let options = Options {
+        cluster: Cluster::Sandbox {
+            listen: "127.0.0.1:0".parse().expect("addr"),
+            write_kubeconfig: dir.join("kubeconfig"),
+        },
+        apply: vec![credentials, repo().join("examples/quickstart.yaml"), access],
+    };
+    let sandbox = dev::start(&options).await.expect("sandbox");
+    sandbox
+        .wait_ready(Duration::from_secs(60), false)
+        .await
+        .expect("everything settles");
+    let rows = sandbox.rows().await.expect("rows");
+    let row = |kind: &str| {
+        rows.iter()
+            .find(|r| r.kind == kind)
+            .unwrap_or_else(|| panic!("no {kind} in {rows:?}"))
+    };
+    let (grant, service) = (row("AccessGrant"), row("ThirdPartyService"));
+    assert_eq!(
+        (grant.name.as_str(), grant.phase.as_str(), grant.settled),
+        ("researchers", "AuthorizationDisabled", true)
+    );
+    assert_eq!(
+        (
+            service.name.as_str(),
+            service.phase.as_str(),
+            service.settled
+        ),
+        ("github", "FeatureDisabled", true)
+    );
+
+    let cluster = &sandbox.testkit.as_ref().expect("a sandbox").api.cluster;
+    let conditions = |plural: &str, name: &str| -> Vec<(String, String, String)> {
+        let resource = cluster
+            .resource("kaos.tools", "v1alpha1", plural)
+            .expect("served");
+        let object = cluster.get(&resource, "default", name).expect("exists");
+        let mut conditions: Vec<(String, String, String)> = object["status"]["conditions"]
+            .as_array()
+            .expect("conditions")
+            .iter()
+            .map(|c| {
+                let text = |k: &str| c[k].as_str().unwrap_or("").to_string();
+                (text("type"), text("status"), text("reason"))
+            })
+            .collect();
+        conditions.sort();
+        conditions
+    };
+    let expected = |settled: (&str, &str)| {
+        let mut expected = vec![
+            (
+                settled.0.to_string(),
+                "False".to_string(),
+                settled.1.to_string(),
+            ),
+            (
+                "ResolvedRefs".to_string(),
+                "True".to_string(),
+                "ReferencesResolved".to_string(),
+            ),
+        ];
+        expected.sort();
+        expected
+    };
+    assert_eq!(
+        conditions("accessgrants", "researchers"),
+        expected(("Enforced", "AuthorizationDisabled"))
+    );
+    assert_eq!(
+        conditions("thirdpartyservices", "github"),
+        expected(("Ready", "FeatureDisabled"))
+    );
+
+    let report = sandbox.report().await;
+    for line in [
+        "AccessGrant        researchers  AuthorizationDisabled\n",
+        "ThirdPartyService  github       FeatureDisabled\n",
+        "authz-controller: http://",
+    ] {
+        assert!(report.contains(line), "missing {line:?} in:\n{report}");
+    }
+    sandbox.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[test]
 fn render_reports_missing_dependencies_and_bad_manifests_clearly() {
     let lonely = serde_json::json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "Agent", "metadata": {"name": "a"},
@@ -471,6 +628,7 @@ async fn dev_with_kubeconfig_brings_the_quickstart_to_ready_on_an_existing_clust
         holders,
         [
             "kaos-agent-controller",
+            "kaos-authz-controller",
             "kaos-mcpserver-controller",
             "kaos-memorystore-controller",
             "kaos-modelapi-controller"

@@ -63,6 +63,10 @@ stringData: {{api-key: sk-test}}
 /// A MemoryStore of KAOS 0.8.4 on the quickstart's ModelAPI.
 const MEMORY_STORE: &str = "apiVersion: kaos.tools/v1alpha1\nkind: MemoryStore\nmetadata: {name: team-memory, namespace: default}\nspec: {storage: {type: local}, models: {summarization: {modelAPI: llm-proxy, model: openai/gpt-4o-mini}, embedding: {modelAPI: llm-proxy, model: openai/text-embedding-3-small}}}\n";
 
+/// An AccessGrant and a ThirdPartyService (with its client Secret) of KAOS 0.8.4 on the
+/// quickstart's agents.
+const ACCESS: &str = "apiVersion: v1\nkind: Secret\nmetadata: {name: github-oauth, namespace: default}\nstringData: {client-secret: s3cret}\n---\napiVersion: kaos.tools/v1alpha1\nkind: AccessGrant\nmetadata: {name: researchers, namespace: default}\nspec: {subjects: [{kind: Group, name: researchers}], resources: [{kind: Agent, name: worker}]}\n---\napiVersion: kaos.tools/v1alpha1\nkind: ThirdPartyService\nmetadata: {name: github, namespace: default}\nspec: {clientID: kaos, clientSecretRef: {name: github-oauth, key: client-secret}, issuerURI: 'https://github.com', scopes: [{name: repo}], protectedResources: ['https://api.github.com'], routeRef: {name: github-egress}, access: [{agent: worker, scopes: [repo]}]}\n";
+
 struct Kaos {
     server: TestServer,
     dir: PathBuf,
@@ -95,6 +99,7 @@ async fn kaos_cluster(name: &str, crds: bool) -> Kaos {
         kaos_testkit::manifests::apply_yaml(&api.cluster, kaosctl::defaults::QUICKSTART)
             .expect("quickstart");
         kaos_testkit::manifests::apply_yaml(&api.cluster, MEMORY_STORE).expect("memory store");
+        kaos_testkit::manifests::apply_yaml(&api.cluster, ACCESS).expect("access");
     }
     let serve = ServeOptions {
         listen: "127.0.0.1:0".parse().expect("addr"),
@@ -160,11 +165,13 @@ fn crd(kaos: &Kaos, name: &str) -> Value {
     )
 }
 
-const CRDS: [&str; 4] = [
+const CRDS: [&str; 6] = [
     "agents.kaos.tools",
     "modelapis.kaos.tools",
     "mcpservers.kaos.tools",
     "memorystores.kaos.tools",
+    "accessgrants.kaos.tools",
+    "thirdpartyservices.kaos.tools",
 ];
 
 #[tokio::test]
@@ -186,7 +193,7 @@ async fn migrate_adopts_kaos_crds_after_stopping_kaos_and_check_sees_kaos_rs_rec
     for line in [
         "  agents.kaos.tools              no Helm ownership metadata (as KAOS installs it): adopt",
         "  kaos-system/kaos-operator: running (1 replica, 1 pod), Helm release kaos-operator in kaos-system",
-        "  2 Agents, 1 ModelAPI, 1 MCPServer, 1 MemoryStore",
+        "  2 Agents, 1 ModelAPI, 1 MCPServer, 1 MemoryStore, 1 AccessGrant, 1 ThirdPartyService",
     ] {
         assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
     }
@@ -305,11 +312,14 @@ async fn migrate_adopts_kaos_crds_after_stopping_kaos_and_check_sees_kaos_rs_rec
         "  FAIL 2 Agents: 2 not reconciled by kaos-rs (kaos-agent-controller) yet:",
         "      default/worker: its status was never written by kaos-agent-controller",
         "  FAIL 1 MemoryStore: 1 not reconciled by kaos-rs (kaos-memorystore-controller) yet:",
+        "  FAIL 1 AccessGrant: 1 not reconciled by kaos-rs (kaos-authz-controller) yet:",
+        "      default/researchers: its status was never written by kaos-authz-controller",
+        "  FAIL 1 ThirdPartyService: 1 not reconciled by kaos-rs (kaos-authz-controller) yet:",
     ] {
         assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
     }
     assert!(
-        stderr.starts_with("kaosctl: 5 check(s) failed\n"),
+        stderr.starts_with("kaosctl: 7 check(s) failed\n"),
         "{stderr}"
     );
 
@@ -341,7 +351,24 @@ async fn migrate_adopts_kaos_crds_after_stopping_kaos_and_check_sees_kaos_rs_rec
         "  ok   1 ModelAPI: all reconciled by kaos-rs (kaos-modelapi-controller)",
         "  ok   1 MCPServer: all reconciled by kaos-rs (kaos-mcpserver-controller)",
         "  ok   1 MemoryStore: all reconciled by kaos-rs (kaos-memorystore-controller)",
+        "  ok   1 AccessGrant: all reconciled by kaos-rs (kaos-authz-controller)",
+        "  ok   1 ThirdPartyService: all reconciled by kaos-rs (kaos-authz-controller)",
         "the migration is complete: kaos-rs reconciles every resource",
+    ] {
+        assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
+    }
+
+    // A grant changed while no controller runs: its Enforced condition judged the old spec.
+    kaos_testkit::manifests::apply_yaml(
+        &kaos.server.api.cluster,
+        &ACCESS.replace("name: worker}]}", "name: coordinator}]}"),
+    )
+    .expect("changed grant");
+    let (ok, stdout, _) = migrate(&kaos, &["--check"]).await;
+    assert!(!ok, "{stdout}");
+    for line in [
+        "  FAIL 1 AccessGrant: 1 not reconciled by kaos-rs (kaos-authz-controller) yet:",
+        "      default/researchers: the observedGeneration of condition Enforced 1 behind metadata.generation 2",
     ] {
         assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
     }

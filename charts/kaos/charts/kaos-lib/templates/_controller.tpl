@@ -7,7 +7,8 @@ Everything one controller needs, from its chart's values (documented in its valu
 and .Values.global for the settings every controller shares. Called with
 (dict "root" $ "env" <list of {name, value}> "resource" <plural, e.g. agents>): the environment
 only this controller reads, and the kind whose finalizer it adds (released on uninstall); no
-"resource" for a kind without a finalizer (MemoryStores), which needs no uninstall hook.
+"resource" for kinds without a finalizer (MemoryStores, AccessGrants, ThirdPartyServices), which
+need no uninstall hook.
 */}}
 
 {{/*
@@ -38,6 +39,19 @@ Also used by the umbrella chart (PrometheusRule, dashboards), with the same glob
 {{- else -}}
 {{- printf "%s-%s" (include "kaos-lib.prefix" .) .Values.controller.name | trunc 55 | trimSuffix "-" -}}
 {{- end -}}
+{{- end -}}
+
+{{/*
+The controller's Deployment, from its full name (the argument, e.g. kaos-agent-controller): that
+name with `-controller-manager` appended, sharing a trailing `-controller`, so
+kaos-agent-controller-manager (a fullnameOverride `agents` gives agents-controller-manager), at
+most 63 characters. Only the Deployment (hence its pods) is named so; every other object keeps the
+full name. kaos-cli's `kaos system status` (0.8.4) takes the first Deployment whose name contains
+`kaos-operator` or `controller-manager` for the installed operator (docs/install.md, "Names and
+several releases"). Also used by the umbrella chart (NOTES.txt).
+*/}}
+{{- define "kaos-lib.deploymentName" -}}
+{{- printf "%s-controller-manager" (trimSuffix "-controller" . | trunc 44 | trimSuffix "-") -}}
 {{- end -}}
 
 {{/* The Lease of the leader election: controller.lease, else the full name. */}}
@@ -256,7 +270,7 @@ subjects:
 apiVersion: apps/v1
 kind: Deployment
 metadata:
-  name: {{ $fullname }}
+  name: {{ include "kaos-lib.deploymentName" $fullname }}
   namespace: {{ $root.Release.Namespace }}
   labels:
     {{- include "kaos-lib.labels" $root | nindent 4 }}
@@ -561,6 +575,7 @@ subjects:
 {{- end }}
 ---
 # Stop the controller first: scale its Deployment to 0, then watch its Lease until it is free.
+{{- $deployment := include "kaos-lib.deploymentName" $fullname }}
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata:
@@ -573,7 +588,7 @@ metadata:
 rules:
   - apiGroups: ["apps"]
     resources: ["deployments"]
-    resourceNames: [{{ $fullname | quote }}]
+    resourceNames: [{{ $deployment | quote }}]
     verbs: ["get", "patch"]
   - apiGroups: ["coordination.k8s.io"]
     resources: ["leases"]
@@ -656,8 +671,9 @@ spec:
               valueFrom:
                 fieldRef:
                   fieldPath: metadata.namespace
+            # Not the default (the Lease name): the Deployment's own name.
             - name: CONTROLLER_DEPLOYMENT
-              value: {{ $fullname | quote }}
+              value: {{ $deployment | quote }}
             - name: LEADER_ELECTION_ID
               value: {{ include "kaos-lib.lease" $root | quote }}
             - name: LOG_FORMAT
