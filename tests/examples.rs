@@ -2,6 +2,7 @@
 //! validation, so a misspelt field fails) and reads into the Rust types. (`e2e.rs` applies them
 //! all and waits until every resource, MemoryStores included, is Ready.)
 
+use kaos_api::access::{AccessGrant, ThirdPartyService};
 use kaos_api::agent::Agent;
 use kaos_api::mcpserver::MCPServer;
 use kaos_api::memorystore::MemoryStore;
@@ -29,6 +30,10 @@ fn every_example_passes_schema_validation_and_reads_into_the_types() {
                 Some("ModelAPI") => serde_json::from_value::<ModelAPI>(stored).map(drop),
                 Some("MCPServer") => serde_json::from_value::<MCPServer>(stored).map(drop),
                 Some("MemoryStore") => serde_json::from_value::<MemoryStore>(stored).map(drop),
+                Some("AccessGrant") => serde_json::from_value::<AccessGrant>(stored).map(drop),
+                Some("ThirdPartyService") => {
+                    serde_json::from_value::<ThirdPartyService>(stored).map(drop)
+                }
                 other => panic!("{name}: unexpected kind {other:?}"),
             };
             read.unwrap_or_else(|e| panic!("{name} does not read into the Rust type: {e}"));

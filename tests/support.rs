@@ -74,6 +74,6 @@ impl Schemas {
 }
 
 /// The Secrets the examples read keys from (`openai-credentials` of the quickstart's ModelAPI,
-/// `weather-credentials` of the custom MCPServer), as a user creates them before applying the
-/// examples (placeholder keys: no test calls a provider).
-pub const EXAMPLE_CREDENTIALS: &str = "apiVersion: v1\nkind: Secret\nmetadata: {name: openai-credentials, namespace: default}\nstringData: {api-key: sk-test}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: weather-credentials, namespace: default}\nstringData: {api-key: test}\n";
+/// `weather-credentials` of the custom MCPServer, `github-oauth` of the ThirdPartyService), as a
+/// user creates them before applying the examples (placeholder keys: no test calls a provider).
+pub const EXAMPLE_CREDENTIALS: &str = "apiVersion: v1\nkind: Secret\nmetadata: {name: openai-credentials, namespace: default}\nstringData: {api-key: sk-test}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: weather-credentials, namespace: default}\nstringData: {api-key: test}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: github-oauth, namespace: default}\nstringData: {client-secret: test}\n";
