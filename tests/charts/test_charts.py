@@ -51,8 +51,11 @@ def test_default_rendering():
     for crd in by_kind(objects, "CustomResourceDefinition"):
         assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
     expected = [f"kaos-{c}" for c in sorted(CONTROLLERS)]
-    for kind in ["Deployment", "ServiceAccount", "ClusterRoleBinding", "PodDisruptionBudget"]:
+    for kind in ["ServiceAccount", "ClusterRoleBinding", "PodDisruptionBudget"]:
         assert names(objects, kind) == expected, kind
+    # The Deployments (and so their pods) alone say `controller-manager`: see
+    # test_kaos_cli_recognises_the_installation.
+    assert names(objects, "Deployment") == [f"{n}-manager" for n in expected]
     assert names(objects, "ClusterRole") == sorted(expected + ["kaos-metrics-reader"])
     assert names(objects, "Role") == [f"{n}-leader-election" for n in expected]
     assert names(objects, "Service") == [f"{n}-metrics" for n in expected]
@@ -77,19 +80,19 @@ def test_default_rendering():
 def test_each_controller_reads_its_own_settings():
     env = {d["metadata"]["name"]: {e["name"]: e.get("value") for e in d["spec"]["template"]["spec"]["containers"][0]["env"]}
            for d in by_kind(render(), "Deployment")}
-    assert env["kaos-agent-controller"]["DEFAULT_AGENT_IMAGE"] == "axsauze/kaos-agent:latest"
-    assert env["kaos-agent-controller"]["GATEWAY_DEFAULT_AGENT_TIMEOUT"] == "120s"
-    assert env["kaos-modelapi-controller"]["DEFAULT_LITELLM_IMAGE"] == "ghcr.io/berriai/litellm:main-stable"
-    assert env["kaos-modelapi-controller"]["DEFAULT_OLLAMA_IMAGE"] == "ollama/ollama:latest"
-    assert env["kaos-mcpserver-controller"]["SYSTEM_NAMESPACE"] == NAMESPACE
-    assert env["kaos-memorystore-controller"]["DEFAULT_MEMORY_SERVICE_IMAGE"] == "axsauze/kaos-memory-service:latest"
-    assert env["kaos-memorystore-controller"]["GATEWAY_DEFAULT_MEMORY_TIMEOUT"] == "30s"
-    assert "DEFAULT_AGENT_IMAGE" not in env["kaos-modelapi-controller"], "each reads only what its kind needs"
-    assert "SYSTEM_NAMESPACE" not in env["kaos-memorystore-controller"], "no MCP runtime registry to find"
+    assert env["kaos-agent-controller-manager"]["DEFAULT_AGENT_IMAGE"] == "axsauze/kaos-agent:latest"
+    assert env["kaos-agent-controller-manager"]["GATEWAY_DEFAULT_AGENT_TIMEOUT"] == "120s"
+    assert env["kaos-modelapi-controller-manager"]["DEFAULT_LITELLM_IMAGE"] == "ghcr.io/berriai/litellm:main-stable"
+    assert env["kaos-modelapi-controller-manager"]["DEFAULT_OLLAMA_IMAGE"] == "ollama/ollama:latest"
+    assert env["kaos-mcpserver-controller-manager"]["SYSTEM_NAMESPACE"] == NAMESPACE
+    assert env["kaos-memorystore-controller-manager"]["DEFAULT_MEMORY_SERVICE_IMAGE"] == "axsauze/kaos-memory-service:latest"
+    assert env["kaos-memorystore-controller-manager"]["GATEWAY_DEFAULT_MEMORY_TIMEOUT"] == "30s"
+    assert "DEFAULT_AGENT_IMAGE" not in env["kaos-modelapi-controller-manager"], "each reads only what its kind needs"
+    assert "SYSTEM_NAMESPACE" not in env["kaos-memorystore-controller-manager"], "no MCP runtime registry to find"
     # The authz controller reads the shared settings only: no image, no route timeout of its own.
-    assert not [k for k in env["kaos-authz-controller"] if k.startswith(("DEFAULT_", "GATEWAY_DEFAULT_"))
-                and k not in ("DEFAULT_LOG_LEVEL",)], env["kaos-authz-controller"]
-    assert "SYSTEM_NAMESPACE" not in env["kaos-authz-controller"]
+    assert not [k for k in env["kaos-authz-controller-manager"] if k.startswith(("DEFAULT_", "GATEWAY_DEFAULT_"))
+                and k not in ("DEFAULT_LOG_LEVEL",)], env["kaos-authz-controller-manager"]
+    assert "SYSTEM_NAMESPACE" not in env["kaos-authz-controller-manager"]
     for settings in env.values():
         assert settings["DEFAULT_LOG_LEVEL"] == "INFO"
         assert settings["GATEWAY_API_ENABLED"] == "false"
@@ -106,7 +109,7 @@ def test_the_sandbox_and_render_use_the_charts_default_images():
 def test_each_controller_can_be_disabled_alone(disabled):
     objects = render({disabled: {"enabled": False}})
     deployments = names(objects, "Deployment")
-    assert f"kaos-{disabled}" not in deployments
+    assert f"kaos-{disabled}-manager" not in deployments
     assert len(deployments) == len(CONTROLLERS) - 1
     assert len(by_kind(objects, "CustomResourceDefinition")) == 6
 
@@ -218,10 +221,11 @@ def test_dashboards_and_alerts():
     objects = render({"dashboards": {"enabled": True}, "prometheusRule": {"enabled": True}, "global": {"serviceMonitor": {"enabled": True}}})
     dashboards = [c for c in by_kind(objects, "ConfigMap") if c["metadata"].get("labels", {}).get("grafana_dashboard") == "1"]
     assert sorted(c["metadata"]["name"] for c in dashboards) == ["kaos-dashboard-controllers", "kaos-dashboard-resources"]
-    selected = []
+    selected, exprs_of_dashboards = [], []
     for config_map in dashboards:
         (text,) = config_map["data"].values()
         dashboard = json.loads(text)
+        exprs_of_dashboards += [target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", [])]
         exprs = " ".join(t["expr"] for p in dashboard["panels"] for t in p["targets"])
         if dashboard["uid"] == "kaos-controllers":
             for metric in ["controller_runtime_reconcile_total", "controller_runtime_reconcile_errors_total",
@@ -241,6 +245,10 @@ def test_dashboards_and_alerts():
     # them all (the dashboards are plain JSON, kept by hand).
     selected += re.findall(r'controller=~"([^"]*)"', " ".join(r["expr"] for g in rule["spec"]["groups"] for r in g["rules"]))
     assert len(selected) > 10 and set(selected) == {"|".join(c.removesuffix("-controller") for c in CONTROLLERS)}, selected
+    # They select controllers by that label and by Lease name, never by pod or Deployment name
+    # (the Deployments are `<full name>-manager`, not the Lease's name).
+    every = exprs_of_dashboards + [r["expr"] for g in rule["spec"]["groups"] for r in g["rules"]]
+    assert not [e for e in every if re.search(r'\b(pod|deployment)=~?"', e)], every
     # The alerts' behaviour is tested with promtool (tests/alerts); that the controllers export
     # every series the dashboards and alerts query, by tests/e2e.rs.
 
@@ -337,7 +345,7 @@ def container_env(deployment):
 def test_placement_and_pod_metadata_have_global_defaults_and_per_controller_overrides():
     objects = render(PLACEMENT)
     pods = {name: d["spec"]["template"] for name, d in deployments(objects).items()}
-    agent, modelapi = pods["kaos-agent-controller"], pods["kaos-modelapi-controller"]
+    agent, modelapi = pods["kaos-agent-controller-manager"], pods["kaos-modelapi-controller-manager"]
     glob, own = PLACEMENT["global"], PLACEMENT["agent-controller"]
 
     # Maps: merged, the controller's keys win.
@@ -357,9 +365,9 @@ def test_placement_and_pod_metadata_have_global_defaults_and_per_controller_over
     assert agent["spec"]["imagePullSecrets"] == [{"name": "global-pull"}, {"name": "agent-pull"}]
     assert modelapi["spec"]["containers"][0]["args"][-1] == "--global-flag=1"
     assert agent["spec"]["containers"][0]["args"][-2:] == ["--global-flag=1", "--agent-flag=2"]
-    agent_env = container_env(deployments(objects)["kaos-agent-controller"])
+    agent_env = container_env(deployments(objects)["kaos-agent-controller-manager"])
     assert agent_env[-2:] == [("RUST_BACKTRACE", "1"), ("GATEWAY_DEFAULT_AGENT_TIMEOUT", "5s")], "last, so they override"
-    assert container_env(deployments(objects)["kaos-modelapi-controller"])[-1] == ("RUST_BACKTRACE", "1")
+    assert container_env(deployments(objects)["kaos-modelapi-controller-manager"])[-1] == ("RUST_BACKTRACE", "1")
     # ServiceAccount annotations.
     accounts = {a["metadata"]["name"]: a["metadata"].get("annotations") for a in by_kind(objects, "ServiceAccount")}
     assert accounts["kaos-modelapi-controller"] == glob["serviceAccount"]["annotations"]
@@ -392,7 +400,7 @@ def test_images_from_registry_tag_and_digest():
          "r.example/agent-controller@sha256:" + "b" * 64),
     ]
     for values, image in cases:
-        deployment = deployments(render(values))["kaos-agent-controller"]
+        deployment = deployments(render(values))["kaos-agent-controller-manager"]
         assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == image, values
 
 
@@ -404,22 +412,22 @@ def test_controller_log_level_and_concurrency():
     values = {"global": {"controllerLogLevel": "kaos=debug,kube=info", "maxConcurrentReconciles": 8},
               "mcpserver-controller": {"controllerLogLevel": "trace", "maxConcurrentReconciles": 2}}
     env = {name: dict(container_env(d)) for name, d in deployments(render(values)).items()}
-    for name in ["kaos-agent-controller", "kaos-modelapi-controller"]:
+    for name in ["kaos-agent-controller-manager", "kaos-modelapi-controller-manager"]:
         assert (env[name]["CONTROLLER_LOG_LEVEL"], env[name]["MAX_CONCURRENT_RECONCILES"]) == ("kaos=debug,kube=info", "8")
-    assert (env["kaos-mcpserver-controller"]["CONTROLLER_LOG_LEVEL"], env["kaos-mcpserver-controller"]["MAX_CONCURRENT_RECONCILES"]) == ("trace", "2")
+    assert (env["kaos-mcpserver-controller-manager"]["CONTROLLER_LOG_LEVEL"], env["kaos-mcpserver-controller-manager"]["MAX_CONCURRENT_RECONCILES"]) == ("trace", "2")
 
 
 def test_generated_pods_are_restricted_unless_a_kind_is_relaxed():
     env = {name: dict(container_env(d)) for name, d in deployments(render()).items()}
-    assert {name: e["POD_SECURITY"] for name, e in env.items()} == {f"kaos-{c}": "restricted" for c in CONTROLLERS}
+    assert {name: e["POD_SECURITY"] for name, e in env.items()} == {f"kaos-{c}-manager": "restricted" for c in CONTROLLERS}
     values = {"modelapi-controller": {"podSecurity": "baseline"}}
     env = {name: dict(container_env(d)) for name, d in deployments(render(values)).items()}
-    assert env["kaos-modelapi-controller"]["POD_SECURITY"] == "baseline"
-    assert env["kaos-agent-controller"]["POD_SECURITY"] == "restricted"
+    assert env["kaos-modelapi-controller-manager"]["POD_SECURITY"] == "baseline"
+    assert env["kaos-agent-controller-manager"]["POD_SECURITY"] == "restricted"
     values = {"global": {"podSecurity": "baseline"}, "agent-controller": {"podSecurity": "restricted"}}
     env = {name: dict(container_env(d)) for name, d in deployments(render(values)).items()}
-    assert env["kaos-agent-controller"]["POD_SECURITY"] == "restricted"
-    assert env["kaos-mcpserver-controller"]["POD_SECURITY"] == "baseline"
+    assert env["kaos-agent-controller-manager"]["POD_SECURITY"] == "restricted"
+    assert env["kaos-mcpserver-controller-manager"]["POD_SECURITY"] == "baseline"
 
 
 def test_monitoring_objects_take_extra_labels_and_annotations():
@@ -458,10 +466,11 @@ def test_names_derive_from_the_release():
     objects = render(EVERYTHING, release="prod", namespace="team-prod")
     for kind, _, name in object_names(objects):
         assert name.startswith("prod-kaos-") or name == "prod-kaos" or name == "kaos-mcp-runtimes", (kind, name)
-    assert names(objects, "Deployment") == [f"prod-kaos-{c}" for c in sorted(CONTROLLERS)]
+    assert names(objects, "Deployment") == [f"prod-kaos-{c}-manager" for c in sorted(CONTROLLERS)]
     assert names(objects, "PrometheusRule") == ["prod-kaos"]
     for deployment in by_kind(objects, "Deployment"):
-        name = deployment["metadata"]["name"]
+        # The Deployment is its controller's full name plus `-manager`; everything else, the full name.
+        name = deployment["metadata"]["name"].removesuffix("-manager")
         assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == name
         env = dict(container_env(deployment))
         assert env["LEADER_ELECTION_ID"] == name, "the Lease follows the name"
@@ -473,7 +482,7 @@ def test_names_derive_from_the_release():
         'prod-kaos-memorystore-controller|prod-kaos-authz-controller"' in exprs, \
         "the no-leader alert watches this release's Leases"
     # A release whose name contains kaos is the prefix itself.
-    assert "kaos-staging-agent-controller" in names(render(release="kaos-staging"), "Deployment")
+    assert "kaos-staging-agent-controller-manager" in names(render(release="kaos-staging"), "Deployment")
 
 
 def test_default_names_are_unchanged():
@@ -483,7 +492,9 @@ def test_default_names_are_unchanged():
     assert sorted(c["metadata"]["name"] for c in by_kind(objects, "ConfigMap")) == [
         "kaos-dashboard-controllers", "kaos-dashboard-resources", "kaos-mcp-runtimes"]
     for deployment in by_kind(objects, "Deployment"):
-        assert dict(container_env(deployment))["LEADER_ELECTION_ID"] == deployment["metadata"]["name"]
+        lease = dict(container_env(deployment))["LEADER_ELECTION_ID"]
+        assert deployment["metadata"]["name"] == f"{lease}-manager"
+        assert lease == deployment["spec"]["template"]["spec"]["serviceAccountName"]
 
 
 def test_two_releases_in_different_namespaces_do_not_collide():
@@ -499,20 +510,27 @@ def test_two_releases_in_different_namespaces_do_not_collide():
 def test_name_overrides():
     objects = render({**EVERYTHING, "global": {**EVERYTHING["global"], "fullnameOverride": "ops"},
                       "agent-controller": {"fullnameOverride": "agents", "controller": {"lease": "agents-lease"}}})
-    assert names(objects, "Deployment") == ["agents", "ops-authz-controller", "ops-mcpserver-controller",
-                                            "ops-memorystore-controller", "ops-modelapi-controller"]
+    # A full name not ending in `-controller` gets the whole suffix, so kaos-cli still finds it.
+    assert names(objects, "Deployment") == ["agents-controller-manager", "ops-authz-controller-manager",
+                                            "ops-mcpserver-controller-manager", "ops-memorystore-controller-manager",
+                                            "ops-modelapi-controller-manager"]
     assert names(objects, "ClusterRole") == ["agents", "ops-authz-controller", "ops-mcpserver-controller",
                                              "ops-memorystore-controller", "ops-metrics-reader", "ops-modelapi-controller"]
     assert "agents-metrics" in names(objects, "Service")
     assert names(objects, "PrometheusRule") == ["ops"]
-    assert dict(container_env(deployments(objects)["agents"]))["LEADER_ELECTION_ID"] == "agents-lease"
+    assert dict(container_env(deployments(objects)["agents-controller-manager"]))["LEADER_ELECTION_ID"] == "agents-lease"
+    assert deployments(objects)["agents-controller-manager"]["spec"]["template"]["spec"]["serviceAccountName"] == "agents"
     (lease_role,) = [r for r in by_kind(objects, "Role") if r["metadata"]["name"] == "agents-leader-election"]
     assert lease_role["rules"][0]["resourceNames"] == ["agents-lease"]
     renamed = render({"global": {"nameOverride": "agents"}}, release="prod")
-    assert "prod-agents-agent-controller" in names(renamed, "Deployment")
-    # Long names are cut so `-metrics` still fits a Service name (63).
+    assert "prod-agents-agent-controller-manager" in names(renamed, "Deployment")
+    # Long names are cut so `-metrics` still fits a Service name (63), and the Deployments stay
+    # distinct, within 63 and recognisable.
     long = render({"global": {"fullnameOverride": "x" * 50}})
     assert all(len(n) <= 63 for n in names(long, "Service"))
+    long_deployments = names(long, "Deployment")
+    assert len(set(long_deployments)) == len(CONTROLLERS)
+    assert all(len(n) <= 63 and n.endswith("-controller-manager") for n in long_deployments), long_deployments
 
 
 BAD_VALUES = [
@@ -592,11 +610,13 @@ def test_notes_say_what_was_installed_and_how_to_check_it():
     text = notes()
     assert "release kaos in namespace kaos-system" in text
     for controller in CONTROLLERS:
-        assert f"logs deployment/kaos-{controller}" in text
+        assert f"logs deployment/kaos-{controller}-manager" in text
+    assert "Controller Deployments: " + ", ".join(f"kaos-{c}-manager" for c in CONTROLLERS) in text
+    assert "kaos-agent-controller-metrics" in text, "the Services keep the full name"
     assert "docs/install.md" in text and "charts/kaos/README.md" in text
     text = notes({"agent-controller": {"enabled": False}, "prometheusRule": {"enabled": True, "labels": {"release": "prom"}}},
                  release="prod")
-    assert "prod-kaos-agent-controller" not in text and "logs deployment/prod-kaos-modelapi-controller" in text
+    assert "prod-kaos-agent-controller" not in text and "logs deployment/prod-kaos-modelapi-controller-manager" in text
     assert 'PrometheusRule: prod-kaos (labels {"release":"prom"})' in text
     assert "Metrics: https, port 8443" in text and "ClusterRole prod-kaos-metrics-reader" in text
     assert "Metrics: port 8080" in notes({"global": {"metrics": {"secure": False}}})
@@ -685,7 +705,7 @@ def test_uninstall_hooks_release_each_controllers_finalizers():
         assert obj["metadata"]["labels"]["app.kubernetes.io/component"] == "uninstall"
     for controller, plural in KINDS.items():
         name = f"kaos-{controller}-uninstall"
-        deployment = deployments[f"kaos-{controller}"]
+        deployment = deployments[f"kaos-{controller}-manager"]
         (job,) = [j for j in by_kind(hooked, "Job") if j["metadata"]["name"] == name]
         pod = job["spec"]["template"]["spec"]
         assert job["spec"]["backoffLimit"] == 1 and job["spec"]["activeDeadlineSeconds"] < 300
@@ -699,7 +719,8 @@ def test_uninstall_hooks_release_each_controllers_finalizers():
         assert container["image"] == controller_container["image"]
         assert container["args"][0] == "release-finalizers"
         env = {e["name"]: e.get("value") for e in container["env"]}
-        assert env == {"POD_NAMESPACE": None, "CONTROLLER_DEPLOYMENT": f"kaos-{controller}",
+        # The Deployment to scale is named explicitly: release-finalizers' default is the Lease name.
+        assert env == {"POD_NAMESPACE": None, "CONTROLLER_DEPLOYMENT": f"kaos-{controller}-manager",
                        "LEADER_ELECTION_ID": f"kaos-{controller}", "LOG_FORMAT": "json"}
         # The controller's Deployment and metrics Service never select the hook's pod.
         selector = deployment["spec"]["selector"]["matchLabels"]
@@ -711,7 +732,8 @@ def test_uninstall_hooks_release_each_controllers_finalizers():
         (stop,) = [r for r in by_kind(hooked, "Role") if r["metadata"]["name"] == f"{name}-stop"]
         assert stop["metadata"]["namespace"] == NAMESPACE
         assert stop["rules"] == [
-            {"apiGroups": ["apps"], "resources": ["deployments"], "resourceNames": [f"kaos-{controller}"], "verbs": ["get", "patch"]},
+            {"apiGroups": ["apps"], "resources": ["deployments"], "resourceNames": [f"kaos-{controller}-manager"],
+             "verbs": ["get", "patch"]},
             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [f"kaos-{controller}"], "verbs": ["get"]},
         ]
         for kind, role_kind, role_name in [("ClusterRoleBinding", "ClusterRole", name), ("RoleBinding", "Role", f"{name}-stop")]:
@@ -735,7 +757,7 @@ def test_uninstall_hooks_follow_the_release_settings():
     env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
     assert env["WATCH_NAMESPACES"] == "team-a,team-b"
     assert env["LEADER_ELECTION_ID"] == "agents-lease"
-    assert env["CONTROLLER_DEPLOYMENT"] == "prod-kaos-agent-controller"
+    assert env["CONTROLLER_DEPLOYMENT"] == "prod-kaos-agent-controller-manager"
     assert pod["containers"][0]["image"] == "ghcr.io/kaos-rs/agent-controller:1.2.3"
     assert pod["securityContext"]["runAsUser"] == 1000
     assert pod["nodeSelector"] == {"pool": "system"}
@@ -827,3 +849,33 @@ def test_the_authz_controller_is_granted_exactly_what_it_uses():
     # KAOS's policy decision point (`kaos system status`: a Deployment named `*access-control*`).
     assert not [o for o in render(hooks=True) if is_hook(o) and "authz" in o["metadata"]["name"]]
     assert not [o for o in objects if "access-control" in o["metadata"]["name"]]
+
+
+def kaos_cli_operator(deployments):
+    """The Deployment kaos-cli 0.8.4's `kaos system status` takes for the installed operator
+    (kaos_cli/system/status.py: `kubectl get deployment --all-namespaces -o json`, the first one
+    whose lower-cased name contains `kaos-operator` or `controller-manager`; "sync service ready"
+    when its readyReplicas >= replicas > 0)."""
+    names = [d["metadata"]["name"].lower() for d in deployments]
+    return next((n for n in names if "kaos-operator" in n or "controller-manager" in n), None)
+
+
+@pytest.mark.parametrize("values,release", [
+    ({}, "kaos"), ({}, "prod"), ({"global": {"fullnameOverride": "ops"}}, "kaos"),
+    ({"agent-controller": {"fullnameOverride": "agents"}}, "kaos"),
+    ({c: {"enabled": False} for c in CONTROLLERS if c != "authz-controller"}, "kaos"),
+])
+def test_kaos_cli_recognises_the_installation(values, release):
+    """One Deployment per controller, each named so that `kaos system status` finds it, and none
+    that it would take for KAOS's policy decision point (a Deployment named `*access-control*`)."""
+    objects = render(values, release=release)
+    ours = by_kind(objects, "Deployment")
+    enabled = [c for c in CONTROLLERS if (values.get(c) or {}).get("enabled", True)]
+    assert len(ours) == len(enabled), "one Deployment per controller"
+    # Whatever the order `kubectl get` lists them in, the first match is one of ours, running.
+    for order in (ours, ours[::-1]):
+        found = kaos_cli_operator(order)
+        assert found in {d["metadata"]["name"] for d in ours}, [d["metadata"]["name"] for d in ours]
+    assert all(kaos_cli_operator([d]) for d in ours), "each controller alone is recognised"
+    assert all(d["spec"]["replicas"] > 0 for d in ours)
+    assert not [o for o in render(values, release=release, hooks=True) if "access-control" in o["metadata"]["name"]]

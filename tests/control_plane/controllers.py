@@ -35,6 +35,12 @@ def lease_name(binary):
     return f"kaos-{binary}"
 
 
+def deployment_name(binary):
+    """The chart's Deployment of a binary (release kaos): the full name plus `-manager`, e.g.
+    kaos-agent-controller-manager; its ServiceAccount and Lease are kaos-agent-controller."""
+    return f"kaos-{binary}-manager"
+
+
 _next_port = None
 
 
@@ -187,8 +193,8 @@ class Controllers:
     def start(self, binary, count, extra_env=None):
         """Starts count replicas of binary with what the chart's Deployment gives its pod."""
         deployment = self.plane.get(
-            f"/apis/apps/v1/namespaces/{self.namespace}/deployments/kaos-{binary}")
-        assert deployment, f"the chart did not install Deployment kaos-{binary}"
+            f"/apis/apps/v1/namespaces/{self.namespace}/deployments/{deployment_name(binary)}")
+        assert deployment, f"the chart did not install Deployment {deployment_name(binary)}"
         container = deployment["spec"]["template"]["spec"]["containers"][0]
         started = []
         for index in range(count):

@@ -33,7 +33,9 @@ def release(plane):
 
 
 def deployment(plane, controller):
-    return plane.get(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/kaos-{controller}")
+    """The controller's Deployment: its full name (kaos-agent-controller, the name of its
+    ServiceAccount, RBAC, Service and Lease) plus `-manager`."""
+    return plane.get(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/kaos-{controller}-manager")
 
 
 def condition(obj, kind):
@@ -72,6 +74,7 @@ def test_install_establishes_crds_and_rolls_out_restricted_controllers(plane, re
     kwok_nodes = plane.kwok_nodes()
     for controller in CONTROLLERS:
         dep = deployment(plane, controller)
+        assert dep, f"no Deployment kaos-{controller}-manager"
         assert condition(dep, "Available") == "True", f"kaos-{controller}: {dep['status']}"
         assert dep["status"].get("readyReplicas") == 2, f"kaos-{controller}: {dep['status']}"
         # Admitted under `restricted`: the ReplicaSet could create them, and they run.
@@ -81,6 +84,19 @@ def test_install_establishes_crds_and_rolls_out_restricted_controllers(plane, re
             assert pod["status"].get("phase") == "Running", pod["status"]
             assert pod["spec"]["nodeName"] in kwok_nodes
             assert pod["spec"]["serviceAccountName"] == f"kaos-{controller}"
+
+    # kaos-cli 0.8.4's `kaos system status` (kaos_cli/system/status.py) lists every Deployment
+    # and takes the first whose lower-cased name contains `kaos-operator` or `controller-manager`
+    # for the operator, "sync service ready" when readyReplicas >= replicas > 0: one of ours.
+    listed = plane.items("/apis/apps/v1/deployments")
+    found = next((d for d in listed if any(s in d["metadata"]["name"].lower()
+                                           for s in ("kaos-operator", "controller-manager"))), None)
+    assert found and found["metadata"]["namespace"] == NAMESPACE, [
+        f"{d['metadata']['namespace']}/{d['metadata']['name']}" for d in listed]
+    assert found["status"].get("readyReplicas", 0) >= found["spec"]["replicas"] > 0, found["status"]
+    assert not [d["metadata"]["name"] for d in listed if "access-control" in d["metadata"]["name"]]
+    assert names(plane, f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments",
+                 labelSelector=INSTANCE) == [f"kaos-{c}-manager" for c in sorted(CONTROLLERS)]
 
     namespaced = f"/api/v1/namespaces/{NAMESPACE}"
     rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NAMESPACE}"

@@ -71,7 +71,7 @@ def scrape(port, token=None, context=None):
 def test_the_chart_renders_the_reader_role(plane, agent):
     role = plane.json("get", "clusterrole", READER_ROLE)
     assert role["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
-    deployment = plane.json("get", "deployment", "kaos-agent-controller", "-n", NAMESPACE)
+    deployment = plane.json("get", "deployment", "kaos-agent-controller-manager", "-n", NAMESPACE)
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--metrics-secure=true" in args and "--metrics-bind-address=:8443" in args
 

@@ -188,8 +188,8 @@ def test_the_hook_releases_the_finalizers_so_namespace_and_crd_deletion_complete
 
         # Each hook scales its controller to 0, then waits: the Lease is still held.
         for controller in FINALIZERS:
-            wait_until(f"kaos-{controller} scaled to 0", lambda: plane.get(
-                f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/kaos-{controller}"
+            wait_until(f"kaos-{controller}-manager scaled to 0", lambda: plane.get(
+                f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/kaos-{controller}-manager"
             )["spec"]["replicas"] == 0)
         assert all(p.poll() is None for _, p, _ in hooks), "a hook did not wait for the Lease"
         for controller in FINALIZERS:
@@ -202,7 +202,7 @@ def test_the_hook_releases_the_finalizers_so_namespace_and_crd_deletion_complete
             process.wait(timeout=60)
             text = log.read_text()
             assert process.returncode == 0, f"{binary} release-finalizers failed:\n{text}"
-            assert f"scaled Deployment {NAMESPACE}/kaos-{binary} to 0" in text, text
+            assert f"scaled Deployment {NAMESPACE}/kaos-{binary}-manager to 0" in text, text
             assert f"Lease {NAMESPACE}/kaos-{binary} is released" in text, text
             assert f"removed {FINALIZERS[binary]} from" in text, text
     finally:
@@ -224,9 +224,9 @@ def test_the_hook_releases_the_finalizers_so_namespace_and_crd_deletion_complete
     assert can_i(plane, hook_sa, "patch", "agents.kaos.tools", "--all-namespaces") == "yes"
     assert can_i(plane, hook_sa, "delete", "agents.kaos.tools", "--all-namespaces") == "no"
     assert can_i(plane, hook_sa, "patch", "modelapis.kaos.tools", "--all-namespaces") == "no"
-    assert can_i(plane, hook_sa, "patch", "deployments.apps/kaos-agent-controller",
+    assert can_i(plane, hook_sa, "patch", "deployments.apps/kaos-agent-controller-manager",
                  "-n", NAMESPACE) == "yes"
-    assert can_i(plane, hook_sa, "patch", "deployments.apps/kaos-modelapi-controller",
+    assert can_i(plane, hook_sa, "patch", "deployments.apps/kaos-modelapi-controller-manager",
                  "-n", NAMESPACE) == "no"
     assert can_i(plane, hook_sa, "update", "leases.coordination.k8s.io/kaos-agent-controller",
                  "-n", NAMESPACE) == "no"

@@ -43,8 +43,8 @@ const PASSES: usize = 5;
 /// sets, the same names as the controller's).
 #[derive(clap::Parser, Clone, Debug)]
 pub struct ReleaseArgs {
-    /// The controller's Deployment, scaled to 0 first (default: the default Lease name, as
-    /// `kaos-agent-controller`; empty: scale nothing).
+    /// The controller's Deployment, scaled to 0 first (default: the chart's name, the default
+    /// Lease name + `-manager`, as `kaos-agent-controller-manager`; empty: scale nothing).
     #[arg(long, env = "CONTROLLER_DEPLOYMENT")]
     pub deployment: Option<String>,
     /// Namespace of the Deployment and the Lease (default: this pod's namespace).
@@ -143,8 +143,8 @@ where
 
 /// The plan of `args` for controller `id`: empty names mean "none".
 pub fn plan(args: &ReleaseArgs, id: ControllerId, finalizer: &str, client: &kube::Client) -> Plan {
-    let named = |value: &Option<String>| match value.as_deref() {
-        None => Some(id.lease.to_string()),
+    let named = |value: &Option<String>, default: String| match value.as_deref() {
+        None => Some(default),
         Some("") => None,
         Some(name) => Some(name.to_string()),
     };
@@ -160,8 +160,9 @@ pub fn plan(args: &ReleaseArgs, id: ControllerId, finalizer: &str, client: &kube
     Plan {
         finalizer: finalizer.to_string(),
         namespace,
-        deployment: named(&args.deployment),
-        lease: named(&args.lease),
+        // The chart names a controller's Deployment `<lease>-manager` (docs/install.md).
+        deployment: named(&args.deployment, format!("{}-manager", id.lease)),
+        lease: named(&args.lease, id.lease.to_string()),
         watch_namespaces: args.watch_namespaces.clone(),
         timeout: args.timeout,
         poll: Duration::from_secs(1),

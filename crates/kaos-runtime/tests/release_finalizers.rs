@@ -218,3 +218,37 @@ async fn watched_namespaces_limit_the_release_and_a_missing_controller_is_no_err
         Some(vec![OURS.to_string()])
     );
 }
+
+#[tokio::test]
+async fn by_default_it_stops_the_deployment_the_chart_names_and_waits_on_the_lease() {
+    use clap::Parser;
+    use kaos_runtime::ControllerId;
+    use kaos_runtime::uninstall::{ReleaseArgs, plan};
+    let id = ControllerId {
+        name: "agent",
+        lease: "kaos-agent-controller",
+        kinds: &[],
+    };
+    let s = setup();
+    let args =
+        ReleaseArgs::try_parse_from(["release-finalizers", "--namespace", SYSTEM]).expect("flags");
+    let defaults = plan(&args, id, OURS, &s.client);
+    assert_eq!(
+        defaults.deployment.as_deref(),
+        Some("kaos-agent-controller-manager")
+    );
+    assert_eq!(defaults.lease.as_deref(), Some("kaos-agent-controller"));
+    let args = ReleaseArgs::try_parse_from([
+        "release-finalizers",
+        "--namespace",
+        SYSTEM,
+        "--deployment",
+        "",
+    ])
+    .expect("flags");
+    assert_eq!(
+        plan(&args, id, OURS, &s.client).deployment,
+        None,
+        "empty: none"
+    );
+}
