@@ -586,6 +586,20 @@ const NOTES: &str = "apiVersion: kaos.tools/v1alpha1\nkind: MemoryStore\nmetadat
 const SUMMARIZER: &str = "apiVersion: kaos.tools/v1alpha1\nkind: ModelAPI\nmetadata: {name: summarizer, namespace: default}\nspec: {mode: Proxy, proxyConfig: {models: ['openai/*']}}\n";
 const EMBEDDER: &str = "apiVersion: kaos.tools/v1alpha1\nkind: ModelAPI\nmetadata: {name: embedder, namespace: default}\nspec: {mode: Hosted, hostedConfig: {model: nomic-embed-text}}\n";
 
+/// A served kaos-testkit with the namespace `kaos-system`: its process, kubeconfig and a client.
+async fn testkit_with_system_namespace(
+    scratch: &Scratch,
+) -> (Process, std::path::PathBuf, kube::Client) {
+    let (testkit, kubeconfig) = serve_testkit(scratch, &[]);
+    let client = client(&kubeconfig).await;
+    apply_yaml(
+        &client,
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: kaos-system}\n",
+    )
+    .await;
+    (testkit, kubeconfig, client)
+}
+
 /// The memorystore-controller binary with the modelapi and agent ones: a MemoryStore waits
 /// (Pending, nothing created) until both ModelAPIs it names are Ready, then runs its Deployment,
 /// Service and claim called at the summarization ModelAPI's endpoint and publishes its endpoint;
@@ -593,13 +607,7 @@ const EMBEDDER: &str = "apiVersion: kaos.tools/v1alpha1\nkind: ModelAPI\nmetadat
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_memory_store_waits_for_its_model_apis_then_serves_its_agent() {
     let scratch = Scratch::new("memorystore");
-    let (_testkit, kubeconfig) = serve_testkit(&scratch, &[]);
-    let client = client(&kubeconfig).await;
-    apply_yaml(
-        &client,
-        "apiVersion: v1\nkind: Namespace\nmetadata: {name: kaos-system}\n",
-    )
-    .await;
+    let (_testkit, kubeconfig, client) = testkit_with_system_namespace(&scratch).await;
     let env = settings();
     let _controllers: Vec<Process> = [
         "modelapi-controller",
@@ -759,13 +767,7 @@ fn state(object: &DynamicObject, type_: &str) -> Option<(String, String, String)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_access_grant_is_not_enforced_and_follows_what_it_names() {
     let scratch = Scratch::new("authz");
-    let (_testkit, kubeconfig) = serve_testkit(&scratch, &[]);
-    let client = client(&kubeconfig).await;
-    apply_yaml(
-        &client,
-        "apiVersion: v1\nkind: Namespace\nmetadata: {name: kaos-system}\n",
-    )
-    .await;
+    let (_testkit, kubeconfig, client) = testkit_with_system_namespace(&scratch).await;
     let _controller = start_controller(
         &scratch,
         "authz-controller",
