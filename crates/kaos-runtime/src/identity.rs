@@ -7,7 +7,7 @@
 //! cluster-wide), so a check costs a lookup of the id's claimants, never a scan; each event
 //! returns the claimants whose verdict may have changed, for the controller to reconcile.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
@@ -123,6 +123,26 @@ impl SecurityIds {
             .collect()
     }
 
+    /// After a relist of `scope` (one namespace, or every one when None): releases the claims
+    /// of the resources in it the relist did not show (deleted while the watch was down, so no
+    /// delete event came), and returns the claimants to look at again.
+    pub fn release_unlisted(&mut self, scope: Option<&str>, listed: &HashSet<Name>) -> Vec<Name> {
+        let gone: Vec<Name> = self
+            .claims
+            .keys()
+            .filter(|name| scope.is_none_or(|ns| name.0 == ns) && !listed.contains(*name))
+            .cloned()
+            .collect();
+        let mut touched: Vec<String> = gone.iter().filter_map(|n| self.release(n)).collect();
+        touched.sort();
+        touched.dedup();
+        touched
+            .iter()
+            .flat_map(|id| self.claimants.get(id).into_iter().flatten())
+            .map(|c| c.name.clone())
+            .collect()
+    }
+
     fn release(&mut self, name: &Name) -> Option<String> {
         let (id, claimant) = self.claims.remove(name)?;
         if let Some(set) = self.claimants.get_mut(&id) {
@@ -211,8 +231,29 @@ impl<K: Resource<DynamicType = ()> + SecurityIdentity + Send + Sync + 'static> C
         BoxStream<'static, ObjectRef<K>>,
     ) {
         let (ids, rechecks) = (self.ids.clone(), self.rechecks.clone());
+        let scope = namespace.clone();
+        // The resources a relist of this namespace shows, to release the claims of the others.
+        let mut relisted: Option<HashSet<Name>> = None;
         let track = move |event: &Event<K>| {
-            let touched = ids.lock().unwrap_or_else(|e| e.into_inner()).observe(event);
+            let mut ids = ids.lock().unwrap_or_else(|e| e.into_inner());
+            let touched = match event {
+                Event::Init => {
+                    relisted = Some(HashSet::new());
+                    Vec::new()
+                }
+                Event::InitApply(object) => {
+                    if let Some(listed) = &mut relisted {
+                        listed.insert(name_of(object));
+                    }
+                    ids.observe(event)
+                }
+                Event::InitDone => match relisted.take() {
+                    Some(listed) => ids.release_unlisted(scope.as_deref(), &listed),
+                    None => Vec::new(),
+                },
+                _ => ids.observe(event),
+            };
+            drop(ids);
             touched.into_iter().for_each(|name| rechecks.send(name));
         };
         let stream = self
@@ -285,6 +326,28 @@ mod tests {
         );
         assert_eq!(names(ids.observe(&Event::Delete(old))), ["a/new"]);
         assert_eq!(ids.conflict(&new), None, "the next oldest takes over");
+    }
+
+    #[test]
+    fn a_relist_releases_the_claim_of_a_holder_deleted_while_the_watch_was_down() {
+        let mut ids = SecurityIds::default();
+        let old = server("a", "old", "2026-01-01T00:00:00Z", Some("x"));
+        let new = server("b", "new", "2026-02-01T00:00:00Z", Some("x"));
+        ids.observe(&Event::Apply(old));
+        ids.observe(&Event::Apply(new.clone()));
+        assert!(ids.conflict(&new).is_some());
+        let listed: HashSet<Name> = [("b".to_string(), "new".to_string())].into();
+        assert!(
+            ids.release_unlisted(Some("b"), &listed).is_empty(),
+            "a relist of namespace b says nothing of namespace a"
+        );
+        assert!(ids.conflict(&new).is_some());
+        assert_eq!(names(ids.release_unlisted(None, &listed)), ["b/new"]);
+        assert_eq!(
+            ids.conflict(&new),
+            None,
+            "the holder is gone: the next takes over"
+        );
     }
 
     #[test]

@@ -231,8 +231,13 @@ async fn the_claim_is_created_once_and_the_budget_follows_the_replicas() {
         "brain",
         spec(json!({"type": "local", "local": {"persistentVolume": {"size": "9Gi"}}})),
     );
+    // Reconciled at the new generation: the claim was looked at with the new size.
+    until(&h, "the new size reconciled", |s| {
+        s.status.as_ref().and_then(|s| s.observed_generation) == s.metadata.generation
+            && s.metadata.generation > Some(1)
+    })
+    .await;
     let claims: Api<PersistentVolumeClaim> = Api::default_namespaced(h.cluster.client.clone());
-    tokio::time::sleep(Duration::from_millis(300)).await;
     let claim = claims.get("memorystore-brain-data").await.expect("claim");
     let size = claim
         .spec
