@@ -30,6 +30,7 @@ pub mod podspec;
 pub mod process;
 pub mod reconciler;
 pub mod references;
+pub mod relist;
 pub mod rollout;
 pub mod runner;
 pub mod settings;

@@ -1,7 +1,8 @@
 //! Slim watch caches. Every object is stripped of what no controller reads (managedFields, the
 //! last-applied annotation) before it enters a store, and each cache hands out its event stream
-//! *after* the store has applied the event, so indexes and triggers built on the stream always
-//! see a store at least as new as the event.
+//! *after* the store has applied the event (a relist's events after the store swapped it in, see
+//! [`after_relists`]), so indexes and triggers built on the stream always see a store at least
+//! as new as the event.
 
 use std::fmt::Debug;
 use std::hash::Hash;
@@ -16,6 +17,7 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
 use crate::child_store::{ChildStore, child_store};
+use crate::relist::after_relists;
 
 /// The watch events of one cache, delivered after the store applied them.
 pub type Events<K> = Pin<Box<dyn Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send>>;
@@ -93,9 +95,8 @@ where
     let events = watcher(api::<K>(client, namespace), config(selector))
         .default_backoff()
         .modify(slim::<K>)
-        .reflect(writer)
-        .boxed();
-    (reader, events)
+        .reflect(writer);
+    (reader, after_relists(events).boxed())
 }
 
 /// A slim cache of a controller's children of kind `K` (see [`ChildStore`]) in `namespace` (all
@@ -134,9 +135,8 @@ where
     let events = watcher(api, config(selector))
         .default_backoff()
         .modify(slim::<K>)
-        .inspect_ok(move |event| writer.apply(event))
-        .boxed();
-    (store, events)
+        .inspect_ok(move |event| writer.apply(event));
+    (store, after_relists(events).boxed())
 }
 
 /// Whether the cluster serves `resource` (e.g. the Gateway API is installed).

@@ -42,10 +42,11 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
             Api::namespaced(runtime.client.clone(), &settings.system_namespace);
         let registry_config =
             watcher::Config::default().fields(&format!("metadata.name={}", registry::CONFIG_MAP));
-        let registry_changes = watcher(registry_api, registry_config)
+        let registry_events = watcher(registry_api, registry_config)
             .default_backoff()
             .modify(kaos_runtime::stores::slim::<ConfigMap>)
-            .reflect(registry_writer)
+            .reflect(registry_writer);
+        let registry_changes = kaos_runtime::relist::after_relists(registry_events)
             .touched_objects()
             .filter_map(|r| async move { r.ok().map(|_| ()) });
         let registry_ready = registry_store.clone();
