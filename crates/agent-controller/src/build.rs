@@ -6,6 +6,7 @@ use kaos_api::agent::{Agent, AgentPhase, MemoryConfig};
 use kaos_runtime::converge::WorkloadChildren;
 use kaos_runtime::pod_security::secure_pod;
 use kaos_runtime::podspec::merge_pod_spec;
+use kaos_runtime::scaling::ScaledChildren;
 use kaos_runtime::workload::{
     Workload, apply_container_override, env, image, log_level, merge_telemetry, owner_of,
     push_if_set, python_otel_env, with_user_env,
@@ -48,7 +49,7 @@ pub fn labels(name: &str) -> std::collections::BTreeMap<String, String> {
     .into()
 }
 
-fn workload(agent: &Agent) -> Workload {
+pub fn workload(agent: &Agent) -> Workload {
     let name = agent.name_any();
     Workload {
         name: deployment_name(&name),
@@ -314,16 +315,17 @@ pub fn build(
         None => generated,
     };
     let workload = workload(agent);
+    let scaled = ScaledChildren::of(&workload, &spec.scaling());
     let exposed = spec.exposed();
     let timeout = spec
         .gateway_route
         .as_ref()
         .and_then(|g| g.timeout.as_deref());
     Ok(Desired {
-        children: WorkloadChildren {
-            deployment: workload.deployment(pod, spec.replicas),
-            service: exposed.then(|| workload.service()),
-            http_route: workload
+        children: WorkloadChildren::plain(
+            workload.deployment(pod, scaled.replicas.in_spec()),
+            exposed.then(|| workload.service()),
+            workload
                 .http_route(
                     "agent",
                     &name,
@@ -332,7 +334,8 @@ pub fn build(
                     &settings.gateway,
                 )
                 .filter(|_| exposed),
-        },
+        )
+        .scaled(scaled),
         endpoint: endpoint(agent),
         memory: resolved.memory.clone(),
     })

@@ -14,6 +14,7 @@ use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::Runtime;
 use kaos_runtime::identity::Claims;
 use kaos_runtime::index::RelationIndex;
+use kaos_runtime::network_policy::NetworkPolicyArgs;
 use kaos_runtime::reconciler::{ChildKinds, Core, watch_routes, wire};
 use kaos_runtime::stores;
 use kaos_runtime::triggers::{ChangeTracker, dependents_of, name_of};
@@ -36,6 +37,10 @@ type Index = Arc<Mutex<RelationIndex>>;
 pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
     let kinds = ChildKinds {
         routes: watch_routes(&runtime, settings.gateway.gateway_api_enabled).await,
+        autoscalers: true,
+        disruption_budgets: true,
+        // Always: policies left from when they were on are deleted once they are off.
+        network_policies: true,
         ..Default::default()
     };
     let (mut synced, mut main_stores, mut controllers) = (Vec::new(), Vec::new(), Vec::new());
@@ -45,7 +50,11 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
         let index = Index::default();
         let (peer_tx, peer_rx) = mpsc::unbounded_channel();
         let (mut track_claims, rechecks) = claims.for_namespace(&namespace);
-        let mut on_relations = agent_event_handler(index.clone(), peer_tx);
+        let mut on_relations = agent_event_handler(
+            index.clone(),
+            peer_tx,
+            settings.data_plane.network_policy.clone(),
+        );
         let on_agent_event = move |event: &Event<CachedAgent>| {
             track_claims(event);
             on_relations(event);
@@ -75,6 +84,7 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
             memory_stores,
             agents: wiring.store.clone(),
             ids: claims.ids.clone(),
+            index: index.clone(),
         });
         let wiring = wiring
             .reconcile_on(dependents_of(
@@ -110,20 +120,41 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Keeps the index of an Agent's edges and sends the listers of an agent whose endpoint changed.
+/// Keeps the index of an Agent's edges and sends the listers of an agent whose endpoint
+/// changed; with network policies, also the peers an agent started or stopped listing (their
+/// policies admit exactly their listers).
 fn agent_event_handler(
     index: Index,
     listers: mpsc::UnboundedSender<ObjectRef<CachedAgent>>,
+    policies: NetworkPolicyArgs,
 ) -> impl FnMut(&Event<CachedAgent>) + Send + 'static {
     let mut peers = ChangeTracker::new(relations::peer_view);
     move |event| {
         let mut index = index.lock().unwrap_or_else(|e| e.into_inner());
+        let (source, listed_before) = match event {
+            Event::Apply(agent) | Event::InitApply(agent) | Event::Delete(agent) => {
+                let source = name_of(agent);
+                let before = index.targets(PEER, &source);
+                (Some(source), before)
+            }
+            Event::Init | Event::InitDone => (None, Vec::new()),
+        };
         match event {
             Event::Apply(agent) | Event::InitApply(agent) => {
                 index.set(&name_of(agent), relations::edges(agent));
             }
             Event::Delete(agent) => index.remove(&name_of(agent)),
             Event::Init | Event::InitDone => {}
+        }
+        if let Some((namespace, name)) = source.filter(|(ns, _)| policies.applies_to(ns)) {
+            let listed_now = index.targets(PEER, &(namespace.clone(), name));
+            let changed = listed_before
+                .iter()
+                .filter(|p| !listed_now.contains(p))
+                .chain(listed_now.iter().filter(|p| !listed_before.contains(p)));
+            for peer in changed {
+                let _ = listers.send(ObjectRef::new(peer).within(&namespace));
+            }
         }
         for (namespace, name) in peers.observe(event) {
             for lister in index.dependents(PEER, &namespace, &name) {

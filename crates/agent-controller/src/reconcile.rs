@@ -1,6 +1,6 @@
 //! One reconcile: load the dependencies from the caches, build, converge, write the status.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use kaos_api::agent::AgentPhase;
 use kaos_api::mcpserver::MCPServer;
@@ -8,6 +8,7 @@ use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::error::ReconcileError;
 use kaos_runtime::identity::{SharedSecurityIds, conflict_of};
+use kaos_runtime::index::RelationIndex;
 use kaos_runtime::reconciler::Core;
 use kaos_runtime::stores::cached;
 use kube::ResourceExt;
@@ -16,6 +17,8 @@ use kube::runtime::reflector::Store;
 
 use crate::build::{self, build};
 use crate::cached::CachedAgent;
+use crate::network;
+use crate::relations::PEER;
 use crate::resolve::{Blocked, bind_memory, resolve};
 use crate::settings::Settings;
 use crate::status::{Outcome, status};
@@ -31,6 +34,8 @@ pub struct Context {
     pub agents: Store<CachedAgent>,
     /// Who holds each `security.id` of Agents.
     pub ids: SharedSecurityIds,
+    /// Who depends on whom in this namespace (the agents that list an agent, for its policy).
+    pub index: Arc<Mutex<RelationIndex>>,
 }
 
 pub async fn reconcile(
@@ -93,8 +98,27 @@ async fn apply(object: Arc<CachedAgent>, ctx: &Context) -> Result<Action, Reconc
     let built = resolved.map(|r| build(&agent, &r, &ctx.settings));
     let converged = match &built {
         Ok(Ok(desired)) => {
+            let policy = {
+                let listers = ctx
+                    .index
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .dependents(PEER, &namespace, &name);
+                let cached = network::Cached {
+                    model_api: model_api.as_deref(),
+                    mcp_server: &|s| find(&servers, s),
+                    memory_store: memory_store.as_deref(),
+                };
+                network::policy(
+                    &agent,
+                    &listers,
+                    &cached,
+                    &ctx.settings.data_plane.network_policy,
+                )
+            };
+            let children = desired.children.clone().fenced(policy);
             ctx.core
-                .converge(object.as_ref(), desired.children.clone().into_set())
+                .converge(object.as_ref(), children.into_set())
                 .await?
         }
         _ => Default::default(),

@@ -129,6 +129,11 @@ pub fn status(
         linked_resources: linked_resources(agent),
         message: Some(message),
         deployment: rollout.mirror,
+        replicas: rollout.replicas,
+        desired_replicas: rollout.desired_replicas,
+        selector: Some(kaos_runtime::workload::selector_string(
+            &crate::build::labels(agent.metadata.name.as_deref().unwrap_or_default()),
+        )),
         observed_generation: generation,
         conditions,
     }

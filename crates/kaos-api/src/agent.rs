@@ -30,6 +30,7 @@ pub(crate) fn object_rules() -> serde_json::Value {
             "message": "an agent cannot list itself in agentNetwork.access",
             "fieldPath": ".spec.agentNetwork.access",
         },
+        crate::scaling::object_rule(),
     ])
 }
 
@@ -47,6 +48,7 @@ pub(crate) fn object_rules() -> serde_json::Value {
     shortname = "agent",
     shortname = "agents",
     category = "kaos",
+    scale = r#"{"specReplicasPath":".spec.replicas","statusReplicasPath":".status.replicas","labelSelectorPath":".status.selector"}"#,
     printcolumn = r#"{"name":"ModelAPI","type":"string","jsonPath":".spec.modelAPI"}"#,
     printcolumn = r#"{"name":"Model","type":"string","jsonPath":".spec.model"}"#,
     printcolumn = r#"{"name":"Ready","type":"boolean","jsonPath":".status.ready"}"#,
@@ -85,10 +87,18 @@ pub struct AgentSpec {
     /// creates it anyway.
     #[serde(default = "default_true")]
     pub wait_for_dependencies: bool,
-    /// Number of pods. Unset: 1 at creation, then left alone so an HPA or `kubectl scale` can own it.
+    /// Number of pods (exclusive with `autoscaling`); `kubectl scale` sets it through the scale
+    /// subresource. Unset: 1 at creation, then left alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub replicas: Option<i32>,
+    /// Autoscaling by a HorizontalPodAutoscaler the controller owns (exclusive with `replicas`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaling: Option<crate::scaling::Autoscaling>,
+    /// The PodDisruptionBudget: by default one with `maxUnavailable: 1` when more than one pod
+    /// can run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_disruption_budget: Option<crate::scaling::DisruptionBudget>,
     /// Gateway API route settings, used only when the operator runs with
     /// `GATEWAY_API_ENABLED=true`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -462,6 +472,15 @@ pub struct AgentStatus {
     /// The owned Deployment's status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment: Option<DeploymentStatus>,
+    /// Pods of the Deployment now (`status.replicas` of its scale subresource).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    /// Pods the Deployment is asked for: `spec.replicas`, or the autoscaler's choice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired_replicas: Option<i32>,
+    /// The label selector of the pods, for the scale subresource (`kubectl scale`, KEDA).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
     /// The `metadata.generation` this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
@@ -482,5 +501,16 @@ impl AgentSpec {
         self.agent_network
             .as_ref()
             .map_or(&[][..], |n| n.access.as_slice())
+    }
+}
+
+impl AgentSpec {
+    /// The replica settings: `replicas`, `autoscaling` and `podDisruptionBudget`.
+    pub fn scaling(&self) -> crate::scaling::Scaling<'_> {
+        crate::scaling::Scaling {
+            replicas: self.replicas,
+            autoscaling: self.autoscaling.as_ref(),
+            disruption_budget: self.pod_disruption_budget.as_ref(),
+        }
     }
 }

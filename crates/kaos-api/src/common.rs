@@ -204,6 +204,15 @@ pub struct WorkloadStatus {
     /// The owned Deployment's status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment: Option<DeploymentStatus>,
+    /// Pods of the Deployment now (`status.replicas` of its scale subresource).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    /// Pods the Deployment is asked for: `spec.replicas`, or the autoscaler's choice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired_replicas: Option<i32>,
+    /// The label selector of the pods, for the scale subresource (`kubectl scale`, KEDA).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
     /// The `metadata.generation` this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,

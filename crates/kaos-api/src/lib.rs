@@ -6,3 +6,4 @@ pub mod docs;
 pub mod mcpserver;
 pub mod memorystore;
 pub mod modelapi;
+pub mod scaling;

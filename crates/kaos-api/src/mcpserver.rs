@@ -19,7 +19,7 @@ pub(crate) fn object_rules() -> serde_json::Value {
     serde_json::json!([{
         "rule": format!("self.metadata.name.size() <= {MAX_NAME_LENGTH}"),
         "message": format!("metadata.name must be at most {MAX_NAME_LENGTH} characters: the MCPServer's Deployment and Service are named mcpserver-<name>, at most 63"),
-    }])
+    }, crate::scaling::object_rule()])
 }
 
 /// The runtime name that takes image, command and args from `spec.container`.
@@ -39,6 +39,7 @@ pub const CUSTOM_RUNTIME: &str = "custom";
     shortname = "mcp",
     shortname = "mcps",
     category = "kaos",
+    scale = r#"{"specReplicasPath":".spec.replicas","statusReplicasPath":".status.replicas","labelSelectorPath":".status.selector"}"#,
     printcolumn = r#"{"name":"Runtime","type":"string","jsonPath":".spec.runtime"}"#,
     printcolumn = r#"{"name":"Ready","type":"boolean","jsonPath":".status.ready"}"#,
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
@@ -66,10 +67,18 @@ pub struct MCPServerSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253), pattern(DNS_SUBDOMAIN))]
     pub service_account_name: Option<String>,
-    /// Number of pods. Unset: 1 at creation, then left alone so an HPA or `kubectl scale` can own it.
+    /// Number of pods (exclusive with `autoscaling`); `kubectl scale` sets it through the scale
+    /// subresource. Unset: 1 at creation, then left alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub replicas: Option<i32>,
+    /// Autoscaling by a HorizontalPodAutoscaler the controller owns (exclusive with `replicas`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaling: Option<crate::scaling::Autoscaling>,
+    /// The PodDisruptionBudget: by default one with `maxUnavailable: 1` when more than one pod
+    /// can run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_disruption_budget: Option<crate::scaling::DisruptionBudget>,
     /// OpenTelemetry settings, merged with the operator's `DEFAULT_TELEMETRY_*` defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<Telemetry>,
@@ -109,6 +118,15 @@ pub struct MCPServerStatus {
     /// The owned Deployment's status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment: Option<DeploymentStatus>,
+    /// Pods of the Deployment now (`status.replicas` of its scale subresource).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    /// Pods the Deployment is asked for: `spec.replicas`, or the autoscaler's choice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired_replicas: Option<i32>,
+    /// The label selector of the pods, for the scale subresource (`kubectl scale`, KEDA).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
     /// Tool names the server offers. Always empty for now: listing them needs an MCP handshake
     /// with the running server, which the controller does not do yet.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -120,4 +138,15 @@ pub struct MCPServerStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(transform = condition_list_schema)]
     pub conditions: Conditions,
+}
+
+impl MCPServerSpec {
+    /// The replica settings: `replicas`, `autoscaling` and `podDisruptionBudget`.
+    pub fn scaling(&self) -> crate::scaling::Scaling<'_> {
+        crate::scaling::Scaling {
+            replicas: self.replicas,
+            autoscaling: self.autoscaling.as_ref(),
+            disruption_budget: self.pod_disruption_budget.as_ref(),
+        }
+    }
 }

@@ -18,7 +18,7 @@ pub(crate) fn object_rules() -> serde_json::Value {
     serde_json::json!([{
         "rule": format!("self.metadata.name.size() <= {MAX_NAME_LENGTH}"),
         "message": format!("metadata.name must be at most {MAX_NAME_LENGTH} characters: the ModelAPI's Deployment and Service are named modelapi-<name>, at most 63"),
-    }])
+    }, crate::scaling::object_rule()])
 }
 
 /// The desired state of a ModelAPI.
@@ -35,6 +35,7 @@ pub(crate) fn object_rules() -> serde_json::Value {
     shortname = "api",
     shortname = "apis",
     category = "kaos",
+    scale = r#"{"specReplicasPath":".spec.replicas","statusReplicasPath":".status.replicas","labelSelectorPath":".status.selector"}"#,
     printcolumn = r#"{"name":"Mode","type":"string","jsonPath":".spec.mode"}"#,
     printcolumn = r#"{"name":"Ready","type":"boolean","jsonPath":".status.ready"}"#,
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
@@ -66,10 +67,18 @@ pub struct ModelAPISpec {
     /// Settings of `Hosted` mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hosted_config: Option<HostedConfig>,
-    /// Number of pods. Unset: 1 at creation, then left alone so an HPA or `kubectl scale` can own it.
+    /// Number of pods (exclusive with `autoscaling`); `kubectl scale` sets it through the scale
+    /// subresource. Unset: 1 at creation, then left alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub replicas: Option<i32>,
+    /// Autoscaling by a HorizontalPodAutoscaler the controller owns (exclusive with `replicas`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaling: Option<crate::scaling::Autoscaling>,
+    /// The PodDisruptionBudget: by default one with `maxUnavailable: 1` when more than one pod
+    /// can run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_disruption_budget: Option<crate::scaling::DisruptionBudget>,
     /// Gateway API route settings, used only when the operator runs with
     /// `GATEWAY_API_ENABLED=true`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -232,6 +241,17 @@ pub fn model_pattern_matches(pattern: &str, model: &str) -> bool {
     }
 }
 
+impl ModelAPISpec {
+    /// The replica settings: `replicas`, `autoscaling` and `podDisruptionBudget`.
+    pub fn scaling(&self) -> crate::scaling::Scaling<'_> {
+        crate::scaling::Scaling {
+            replicas: self.replicas,
+            autoscaling: self.autoscaling.as_ref(),
+            disruption_budget: self.pod_disruption_budget.as_ref(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -260,6 +280,8 @@ mod tests {
                 model: "ignored".into(),
             }),
             replicas: None,
+            autoscaling: None,
+            pod_disruption_budget: None,
             gateway_route: None,
             telemetry: None,
             container: None,

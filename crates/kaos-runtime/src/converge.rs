@@ -16,7 +16,9 @@ use std::fmt::{self, Debug};
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
@@ -35,6 +37,7 @@ use crate::meta_view::MetaView;
 use crate::packed::Labelled;
 use crate::podspec::secret_hash;
 use crate::references::{self, Missing, Reference, Source};
+use crate::scaling::{Replicas, ScaledChildren};
 use crate::workload::http_route_resource;
 
 /// The kinds of child a workload can have.
@@ -47,6 +50,8 @@ pub enum ChildKind {
     HttpRoute,
     PersistentVolumeClaim,
     PodDisruptionBudget,
+    HorizontalPodAutoscaler,
+    NetworkPolicy,
 }
 
 impl ChildKind {
@@ -59,7 +64,18 @@ impl ChildKind {
             ChildKind::HttpRoute => "HTTPRoute",
             ChildKind::PersistentVolumeClaim => "PersistentVolumeClaim",
             ChildKind::PodDisruptionBudget => "PodDisruptionBudget",
+            ChildKind::HorizontalPodAutoscaler => "HorizontalPodAutoscaler",
+            ChildKind::NetworkPolicy => "NetworkPolicy",
         }
+    }
+
+    /// Whether a change of the child's status alone is none of its owner's business (the
+    /// autoscaler's and disruption controller's frequent status writes wake no reconcile).
+    pub fn status_is_noise(self) -> bool {
+        matches!(
+            self,
+            ChildKind::PodDisruptionBudget | ChildKind::HorizontalPodAutoscaler
+        )
     }
 }
 
@@ -74,6 +90,8 @@ pub enum Child {
     /// Created once and then left alone (see [`ChildResource::CREATE_ONLY`]).
     PersistentVolumeClaim(Box<PersistentVolumeClaim>),
     PodDisruptionBudget(Box<PodDisruptionBudget>),
+    HorizontalPodAutoscaler(Box<HorizontalPodAutoscaler>),
+    NetworkPolicy(Box<NetworkPolicy>),
 }
 
 impl Child {
@@ -86,6 +104,8 @@ impl Child {
             Child::HttpRoute(_) => ChildKind::HttpRoute,
             Child::PersistentVolumeClaim(_) => ChildKind::PersistentVolumeClaim,
             Child::PodDisruptionBudget(_) => ChildKind::PodDisruptionBudget,
+            Child::HorizontalPodAutoscaler(_) => ChildKind::HorizontalPodAutoscaler,
+            Child::NetworkPolicy(_) => ChildKind::NetworkPolicy,
         }
     }
 }
@@ -96,32 +116,109 @@ impl Child {
 pub struct ChildSet {
     pub apply: Vec<Child>,
     pub absent: Vec<(ChildKind, String)>,
+    /// The Deployment's replicas belong to an autoscaler: they are left out of what is
+    /// compared, and a write carries the live value (this initial one at creation), so the
+    /// controller never changes them.
+    pub autoscaled_replicas: Option<i32>,
 }
 
 /// The children every kind's workload has, as its builder produces them.
 #[derive(Clone, Debug)]
 pub struct WorkloadChildren {
+    /// Without replicas when they are autoscaled (see [`ChildSet::autoscaled_replicas`]).
     pub deployment: Deployment,
     /// None when the workload must not be reachable (an Agent with `expose: false`).
     pub service: Option<Service>,
     /// None when the gateway is disabled.
     pub http_route: Option<DynamicObject>,
+    /// How many pods: fixed, or an autoscaler's (see `scaling`).
+    pub replicas: Replicas,
+    /// None when the workload is not autoscaled.
+    pub autoscaler: Option<HorizontalPodAutoscaler>,
+    /// None when at most one pod can run (or the resource turned it off).
+    pub disruption_budget: Option<PodDisruptionBudget>,
+    /// None when network policies are off for the workload's namespace.
+    pub network_policy: Option<NetworkPolicy>,
 }
 
 impl WorkloadChildren {
-    /// The set to converge to: the Deployment, then the Service and HTTPRoute, each of which
-    /// shares the Deployment's name and, when not wanted, must be absent.
+    /// A Deployment, Service and HTTPRoute with fixed replicas and no other child.
+    pub fn plain(
+        deployment: Deployment,
+        service: Option<Service>,
+        http_route: Option<DynamicObject>,
+    ) -> Self {
+        let replicas = Replicas::Fixed(deployment.spec.as_ref().and_then(|s| s.replicas));
+        WorkloadChildren {
+            deployment,
+            service,
+            http_route,
+            replicas,
+            autoscaler: None,
+            disruption_budget: None,
+            network_policy: None,
+        }
+    }
+
+    /// With the autoscaler, disruption budget and replicas `scaled` asks for.
+    pub fn scaled(self, scaled: ScaledChildren) -> Self {
+        WorkloadChildren {
+            replicas: scaled.replicas,
+            autoscaler: scaled.autoscaler,
+            disruption_budget: scaled.disruption_budget,
+            ..self
+        }
+    }
+
+    /// With the NetworkPolicy of the workload (None: it must not have one).
+    pub fn fenced(self, network_policy: Option<NetworkPolicy>) -> Self {
+        WorkloadChildren {
+            network_policy,
+            ..self
+        }
+    }
+
+    /// The set to converge to: the network policy first (pods start fenced), the Deployment,
+    /// then the Service, HTTPRoute, autoscaler and disruption budget, each of which shares the
+    /// Deployment's name and, when not wanted, must be absent.
     pub fn into_set(self) -> ChildSet {
         let name = self.deployment.name_any();
         let mut set = ChildSet::default();
+        let wanted = |child: Option<Child>, kind: ChildKind, set: &mut ChildSet| match child {
+            Some(child) => set.apply.push(child),
+            None => set.absent.push((kind, name.clone())),
+        };
+        wanted(
+            self.network_policy
+                .map(|p| Child::NetworkPolicy(Box::new(p))),
+            ChildKind::NetworkPolicy,
+            &mut set,
+        );
         set.apply.push(Child::Deployment(Box::new(self.deployment)));
-        match self.service {
-            Some(service) => set.apply.push(Child::Service(Box::new(service))),
-            None => set.absent.push((ChildKind::Service, name.clone())),
-        }
-        match self.http_route {
-            Some(route) => set.apply.push(Child::HttpRoute(Box::new(route))),
-            None => set.absent.push((ChildKind::HttpRoute, name)),
+        wanted(
+            self.service.map(|s| Child::Service(Box::new(s))),
+            ChildKind::Service,
+            &mut set,
+        );
+        wanted(
+            self.http_route.map(|r| Child::HttpRoute(Box::new(r))),
+            ChildKind::HttpRoute,
+            &mut set,
+        );
+        wanted(
+            self.autoscaler
+                .map(|a| Child::HorizontalPodAutoscaler(Box::new(a))),
+            ChildKind::HorizontalPodAutoscaler,
+            &mut set,
+        );
+        wanted(
+            self.disruption_budget
+                .map(|b| Child::PodDisruptionBudget(Box::new(b))),
+            ChildKind::PodDisruptionBudget,
+            &mut set,
+        );
+        if let Replicas::Autoscaled { initial } = self.replicas {
+            set.autoscaled_replicas = Some(initial);
         }
         set
     }
@@ -198,6 +295,10 @@ pub struct Children {
     pub claims: Option<ChildStore<MetaView<PersistentVolumeClaim>>>,
     /// Metadata only; None for kinds without disruption budgets.
     pub disruption_budgets: Option<ChildStore<MetaView<PodDisruptionBudget>>>,
+    /// Whole (small; their status changes wake nothing); None for kinds never autoscaled.
+    pub autoscalers: Option<ChildStore<HorizontalPodAutoscaler>>,
+    /// Metadata only; None when network policies are off.
+    pub network_policies: Option<ChildStore<MetaView<NetworkPolicy>>>,
     pub expectations: Arc<Expectations>,
 }
 
@@ -222,14 +323,26 @@ impl Children {
     ) -> Result<Converged, ReconcileError> {
         let mut converged = Converged::default();
         let own = own_sources(&set);
+        let autoscaled = set.autoscaled_replicas;
+        let keep = |_: &mut Service, _: Option<&MetaView<Service>>| {};
         for child in set.apply {
             let kind = child.kind();
             let outcome = match child {
                 Child::Deployment(d) => {
                     converged.missing = missing_references(parent, &d, &own).await;
-                    self.apply(parent, kind, &self.deployments, *d).await?
+                    // An autoscaler's replicas: the live value (at creation, the initial one).
+                    let carry = |d: &mut Deployment, live: Option<&DeploymentView>| {
+                        if let (Some(initial), Some(spec)) = (autoscaled, d.spec.as_mut()) {
+                            spec.replicas = Some(live.map_or(initial, DeploymentView::replicas));
+                        }
+                    };
+                    self.apply_with(parent, kind, &self.deployments, *d, carry)
+                        .await?
                 }
-                Child::Service(s) => self.apply(parent, kind, &self.services, *s).await?,
+                Child::Service(s) => {
+                    self.apply_with(parent, kind, &self.services, *s, keep)
+                        .await?
+                }
                 Child::ConfigMap(c) => match &self.config_maps {
                     Some(store) => self.apply(parent, kind, store, *c).await?,
                     None => Applied::Unchanged,
@@ -248,6 +361,14 @@ impl Children {
                 },
                 Child::PodDisruptionBudget(b) => match &self.disruption_budgets {
                     Some(store) => self.apply(parent, kind, store, *b).await?,
+                    None => Applied::Unchanged,
+                },
+                Child::HorizontalPodAutoscaler(a) => match &self.autoscalers {
+                    Some(store) => self.apply(parent, kind, store, *a).await?,
+                    None => Applied::Unchanged,
+                },
+                Child::NetworkPolicy(p) => match &self.network_policies {
+                    Some(store) => self.apply(parent, kind, store, *p).await?,
                     None => Applied::Unchanged,
                 },
             };
@@ -298,6 +419,20 @@ impl Children {
                     }
                     None => false,
                 },
+                ChildKind::HorizontalPodAutoscaler => match &self.autoscalers {
+                    Some(store) => {
+                        self.delete::<HorizontalPodAutoscaler>(parent, kind, store, &name)
+                            .await?
+                    }
+                    None => false,
+                },
+                ChildKind::NetworkPolicy => match &self.network_policies {
+                    Some(store) => {
+                        self.delete::<NetworkPolicy>(parent, kind, store, &name)
+                            .await?
+                    }
+                    None => false,
+                },
             };
             if deleted {
                 converged
@@ -313,7 +448,24 @@ impl Children {
         parent: &Parent<'_>,
         kind: ChildKind,
         store: &ChildStore<K::Cached>,
+        desired: K,
+    ) -> Result<Applied, ReconcileError>
+    where
+        K: ChildResource,
+    {
+        self.apply_with(parent, kind, store, desired, |_, _| {})
+            .await
+    }
+
+    /// [`Self::apply`], with `carry` filling in, only when it is written, what the desired
+    /// object leaves out of the comparison (it sees the cached child, if any).
+    async fn apply_with<K>(
+        &self,
+        parent: &Parent<'_>,
+        kind: ChildKind,
+        store: &ChildStore<K::Cached>,
         mut desired: K,
+        carry: impl FnOnce(&mut K, Option<&K::Cached>),
     ) -> Result<Applied, ReconcileError>
     where
         K: ChildResource,
@@ -367,6 +519,7 @@ impl Children {
                 }
             }
         }
+        carry(&mut desired, observed.as_deref());
         let written = api
             .patch(
                 &name,
@@ -647,6 +800,22 @@ impl ChildResource for PodDisruptionBudget {
     fn content_version(meta: &ObjectMeta) -> Option<String> {
         meta.generation.map(|g| g.to_string())
     }
+    fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
+        Api::namespaced(client.clone(), namespace)
+    }
+}
+
+impl ChildResource for HorizontalPodAutoscaler {
+    type Cached = HorizontalPodAutoscaler;
+    const CACHED_WHOLE: bool = true;
+    fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
+        Api::namespaced(client.clone(), namespace)
+    }
+}
+
+impl ChildResource for NetworkPolicy {
+    type Cached = MetaView<NetworkPolicy>;
+    const CACHED_WHOLE: bool = false;
     fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
         Api::namespaced(client.clone(), namespace)
     }

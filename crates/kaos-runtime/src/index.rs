@@ -122,6 +122,24 @@ impl RelationIndex {
         names
     }
 
+    /// The targets of `source`'s edges of `relation`, sorted by name.
+    pub fn targets(&self, relation: Relation, source: &Name) -> Vec<String> {
+        let (namespace, name) = source;
+        let Some(relation) = self.relations.iter().position(|r| *r == relation) else {
+            return Vec::new();
+        };
+        let mut names: Vec<String> = self
+            .key(namespace, name)
+            .and_then(|key| self.edges.get(&key))
+            .into_iter()
+            .flatten()
+            .filter(|(r, _)| *r as usize == relation)
+            .map(|(_, target)| self.names.name(*target).to_string())
+            .collect();
+        names.sort();
+        names
+    }
+
     /// How many sources have edges (for tests and metrics).
     pub fn sources(&self) -> usize {
         self.edges.len()
@@ -232,8 +250,11 @@ mod tests {
         );
         assert_eq!(index.dependents("modelapi", "default", "llm"), ["a", "b"]);
         assert_eq!(index.dependents("peer", "default", "b"), ["a"]);
+        assert_eq!(index.targets("peer", &name("a")), ["b"]);
+        assert_eq!(index.targets("modelapi", &name("b")), ["llm"]);
 
         index.set(&name("a"), vec![("modelapi", "other".into())]);
+        assert!(index.targets("peer", &name("a")).is_empty());
         assert_eq!(index.dependents("modelapi", "default", "llm"), ["b"]);
         assert_eq!(index.dependents("modelapi", "default", "other"), ["a"]);
         assert!(index.dependents("peer", "default", "b").is_empty());

@@ -188,6 +188,7 @@ impl Labelled for ObjectMeta {
 // Objects cached whole answer from their own metadata.
 crate::labelled_by_metadata!([] k8s_openapi::api::core::v1::ConfigMap);
 crate::labelled_by_metadata!([] kube::core::DynamicObject);
+crate::labelled_by_metadata!([] k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler);
 
 #[cfg(test)]
 mod tests {

@@ -11,6 +11,7 @@
 //! - [`Core::converge`] writes the children ([`crate::converge`]), [`Core::write_status`] the
 //!   status, each only when it differs from what the cache shows or this process just wrote.
 
+use std::collections::HashMap;
 use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
@@ -19,7 +20,9 @@ use std::time::Duration;
 use crate::deployment_view::DeploymentView;
 use futures::future::BoxFuture;
 use futures::{FutureExt, Stream, StreamExt, TryStreamExt};
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{self, Action};
@@ -90,6 +93,10 @@ pub struct ChildKinds {
     /// PersistentVolumeClaims, created once and never updated.
     pub claims: bool,
     pub disruption_budgets: bool,
+    /// HorizontalPodAutoscalers (`spec.autoscaling`).
+    pub autoscalers: bool,
+    /// NetworkPolicies (when the operator generates them).
+    pub network_policies: bool,
 }
 
 /// A Controller and the caches it reads, before it runs.
@@ -209,10 +216,20 @@ where
         controller,
         ChildKind::PersistentVolumeClaim,
     );
-    let (mut controller, disruption_budgets) = optional.cache::<K, MetaView<PodDisruptionBudget>>(
+    let (controller, disruption_budgets) = optional.cache::<K, MetaView<PodDisruptionBudget>>(
         kinds.disruption_budgets,
         controller,
         ChildKind::PodDisruptionBudget,
+    );
+    let (controller, autoscalers) = optional.cache::<K, HorizontalPodAutoscaler>(
+        kinds.autoscalers,
+        controller,
+        ChildKind::HorizontalPodAutoscaler,
+    );
+    let (mut controller, network_policies) = optional.cache::<K, MetaView<NetworkPolicy>>(
+        kinds.network_policies,
+        controller,
+        ChildKind::NetworkPolicy,
     );
     let mut routes = None;
     if kinds.routes {
@@ -236,6 +253,8 @@ where
             routes,
             claims,
             disruption_budgets,
+            autoscalers,
+            network_policies,
             expectations,
         },
         synced,
@@ -255,7 +274,7 @@ struct OptionalChildren<'a> {
 
 impl OptionalChildren<'_> {
     /// The cache of `C` when `wanted`, with `controller` triggered by its changes.
-    fn cache<K: Primary, C: stores::Watched + Resource<DynamicType = ()>>(
+    fn cache<K: Primary, C: stores::Watched + Resource<DynamicType = ()> + Serialize>(
         &mut self,
         wanted: bool,
         controller: Controller<K>,
@@ -278,12 +297,14 @@ impl OptionalChildren<'_> {
 /// The children whose change their owner must look at: every change but the echo of this
 /// process's own write (the object exactly as that write left it shows nothing new). A deleted
 /// child is forgotten by the expectations: creating it again is not pending.
-fn child_changes<C: Resource + Send + 'static>(
+fn child_changes<C: Resource + Serialize + Send + 'static>(
     events: stores::Events<C>,
     expectations: &Arc<Expectations>,
     kind: ChildKind,
 ) -> impl Stream<Item = Result<C, watcher::Error>> + Send + 'static {
     let expectations = expectations.clone();
+    // For kinds whose status is noise: a digest of each child's content but its status.
+    let mut contents: HashMap<u64, u64> = HashMap::new();
     events.try_filter_map(move |event| {
         let key = |child: &C| {
             let meta = child.meta();
@@ -296,9 +317,14 @@ fn child_changes<C: Resource + Send + 'static>(
         let changed = match event {
             watcher::Event::Apply(child) | watcher::Event::InitApply(child) => {
                 let version = child.meta().resource_version.as_deref();
-                (!expectations.is_own_write(&key(&child), version)).then_some(child)
+                let news = !kind.status_is_noise() || {
+                    let content = content_digest(&child);
+                    contents.insert(digest(&key(&child)), content) != Some(content)
+                };
+                (news && !expectations.is_own_write(&key(&child), version)).then_some(child)
             }
             watcher::Event::Delete(child) => {
+                contents.remove(&digest(&key(&child)));
                 expectations.forget(&key(&child));
                 Some(child)
             }
@@ -306,6 +332,25 @@ fn child_changes<C: Resource + Send + 'static>(
         };
         futures::future::ready(Ok(changed))
     })
+}
+
+fn digest<T: std::hash::Hash>(value: &T) -> u64 {
+    let mut hasher = std::hash::DefaultHasher::new();
+    value.hash(&mut hasher);
+    std::hash::Hasher::finish(&hasher)
+}
+
+/// A digest of what a child holds but its status and the versions any write moves.
+fn content_digest<C: Serialize>(child: &C) -> u64 {
+    let mut value = serde_json::to_value(child).unwrap_or_default();
+    if let Some(object) = value.as_object_mut() {
+        object.remove("status");
+        if let Some(meta) = object.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+            meta.remove("resourceVersion");
+            meta.remove("managedFields");
+        }
+    }
+    digest(&value.to_string())
 }
 
 impl<K: Primary> Wiring<K> {

@@ -15,6 +15,9 @@ pub struct Rollout {
     /// The Deployment reported `Progressing=False` (e.g. ProgressDeadlineExceeded) with nothing
     /// ready: the message of that condition.
     pub failure: Option<String>,
+    /// Pods now and pods asked for (None before the Deployment exists).
+    pub replicas: Option<i32>,
+    pub desired_replicas: Option<i32>,
 }
 
 /// Reads the cached Deployment (None: not created yet).
@@ -25,6 +28,8 @@ pub fn observe(deployment: Option<&DeploymentView>) -> Rollout {
             ready: false,
             message: "Deployment ready replicas: 0/0".into(),
             failure: None,
+            replicas: None,
+            desired_replicas: None,
         };
     };
     let status = deployment.status();
@@ -51,6 +56,8 @@ pub fn observe(deployment: Option<&DeploymentView>) -> Rollout {
         ready: ready_replicas >= 1,
         message: format!("Deployment ready replicas: {ready_replicas}/{desired}"),
         failure,
+        replicas: Some(status.replicas.unwrap_or(0)),
+        desired_replicas: Some(desired),
     }
 }
 

@@ -139,6 +139,9 @@ pub struct DataPlaneArgs {
     /// (no security context, for images that need root or a writable root filesystem).
     #[arg(long, env = "POD_SECURITY", value_enum, default_value_t)]
     pub pod_security: PodSecurity,
+    /// NetworkPolicies from the dependency graph (`docs/network-policy.md`).
+    #[command(flatten)]
+    pub network_policy: crate::network_policy::NetworkPolicyArgs,
 }
 
 /// `:8080` → `0.0.0.0:8080`; `0` or empty → None (turned off).

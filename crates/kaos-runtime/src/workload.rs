@@ -134,6 +134,15 @@ impl Workload {
     }
 }
 
+/// A label selector as a string (`app=agent,agent=a`), as the scale subresource reports it.
+pub fn selector_string(labels: &BTreeMap<String, String>) -> String {
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// The controller reference a child carries to its custom resource (garbage collection deletes
 /// the child with it). Works on objects not yet stored (empty uid), for `kaosctl render`.
 pub fn owner_of<K: kube::Resource<DynamicType = ()>>(object: &K) -> OwnerReference {
@@ -442,7 +451,7 @@ mod tests {
             default_telemetry_enabled: Some(true),
             default_telemetry_endpoint: Some("http://otel:4317".into()),
             default_log_level: None,
-            pod_security: Default::default(),
+            ..Default::default()
         };
         let none = DataPlaneArgs::default();
         assert_eq!(merge_telemetry(None, &none), None);

@@ -73,6 +73,8 @@ async fn setup() -> Setup {
         routes: None,
         claims: None,
         disruption_budgets: None,
+        autoscalers: None,
+        network_policies: None,
         expectations: Arc::default(),
     };
     Setup {
@@ -105,6 +107,7 @@ impl Setup {
         ChildSet {
             apply: vec![Child::ConfigMap(Box::new(child("child", data, &self.uid)))],
             absent: Vec::new(),
+            ..Default::default()
         }
     }
 
@@ -256,6 +259,7 @@ async fn absent_children_are_deleted_by_name_only_when_we_control_them() {
             Child::ConfigMap(Box::new(child("b", "1", &s.uid))),
         ],
         absent: Vec::new(),
+        ..Default::default()
     })
     .await;
     s.cached("b", |_| true).await;
@@ -266,6 +270,7 @@ async fn absent_children_are_deleted_by_name_only_when_we_control_them() {
                 (ChildKind::ConfigMap, "b".into()),
                 (ChildKind::ConfigMap, "parent".into()),
             ],
+            ..Default::default()
         })
         .await;
     assert_eq!(converged.changes, ["deleted ConfigMap b"]);
@@ -302,6 +307,8 @@ async fn status_is_written_once_per_change_and_dropped_fields_go() {
         routes: None,
         claims: None,
         disruption_budgets: None,
+        autoscalers: None,
+        network_policies: None,
         expectations: Arc::default(),
     };
     let core = Core::new(runtime, children, Some("kaos.tools/test"));

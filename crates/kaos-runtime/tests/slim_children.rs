@@ -73,6 +73,8 @@ impl Setup {
             routes: None,
             claims: None,
             disruption_budgets: None,
+            autoscalers: None,
+            network_policies: None,
             expectations: Arc::default(),
         }
     }
@@ -102,6 +104,7 @@ impl Setup {
                 Child::Service(Box::new(service)),
             ],
             absent: Vec::new(),
+            ..Default::default()
         }
     }
 

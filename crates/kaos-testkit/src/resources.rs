@@ -21,8 +21,8 @@ pub struct ResourceType {
     pub has_status: bool,
     /// `metadata.generation` is maintained (bumped on changes outside metadata and status).
     pub tracks_generation: bool,
-    /// Has a `/scale` subresource (an `autoscaling/v1` Scale over `spec.replicas`).
-    pub has_scale: bool,
+    /// Has a `/scale` subresource (an `autoscaling/v1` Scale): where its numbers live.
+    pub scale: Option<ScalePaths>,
     /// A review (TokenReview, SubjectAccessReview): only `create`, answered from the tokens and
     /// RBAC (http/review.rs), never stored.
     pub review: bool,
@@ -32,6 +32,51 @@ pub struct ResourceType {
     pub printer_columns: Vec<Value>,
     /// Name of the CRD that defines it (none for built-ins).
     pub crd: Option<String>,
+}
+
+/// Where a `/scale` subresource reads and writes its object, as JSON pointers (a CRD's
+/// `subresources.scale` paths are `.a.b`; `/a/b` here).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScalePaths {
+    pub spec_replicas: String,
+    pub status_replicas: String,
+    /// A string selector in the object (a CRD's `labelSelectorPath`); None for Deployments,
+    /// whose selector is `spec.selector.matchLabels`.
+    pub label_selector: Option<String>,
+    /// What an unset spec replicas reads as: 1 for a Deployment (its default), 0 for a custom
+    /// resource (kube-apiserver's scale of a CR).
+    pub unset_replicas: i64,
+}
+
+impl ScalePaths {
+    fn deployment() -> Self {
+        ScalePaths {
+            spec_replicas: "/spec/replicas".into(),
+            status_replicas: "/status/replicas".into(),
+            label_selector: None,
+            unset_replicas: 1,
+        }
+    }
+
+    fn of_crd(scale: &Value) -> Result<Self, String> {
+        let path = |key: &str| -> Result<Option<String>, String> {
+            match scale.get(key).and_then(Value::as_str) {
+                None => Ok(None),
+                Some(p) if p.starts_with('.') => Ok(Some(p.replace('.', "/"))),
+                Some(p) => Err(format!(
+                    "subresources.scale.{key} {p:?} must start with '.'"
+                )),
+            }
+        };
+        Ok(ScalePaths {
+            spec_replicas: path("specReplicasPath")?
+                .ok_or("subresources.scale.specReplicasPath is required")?,
+            status_replicas: path("statusReplicasPath")?
+                .ok_or("subresources.scale.statusReplicasPath is required")?,
+            label_selector: path("labelSelectorPath")?,
+            unset_replicas: 0,
+        })
+    }
 }
 
 impl ResourceType {
@@ -312,7 +357,7 @@ pub fn builtins() -> Vec<ResourceType> {
             },
             has_status: b.has_status,
             tracks_generation: b.tracks_generation,
-            has_scale: b.plural == "deployments",
+            scale: (b.plural == "deployments").then(ScalePaths::deployment),
             review: b.plural.ends_with("reviews"),
             schema: None,
             printer_columns: vec![],
@@ -390,7 +435,10 @@ pub fn from_crd(crd: &Value) -> Result<Vec<ResourceType>, String> {
             categories: strings(names.get("categories")),
             has_status: version.pointer("/subresources/status").is_some(),
             tracks_generation: true,
-            has_scale: false,
+            scale: version
+                .pointer("/subresources/scale")
+                .map(ScalePaths::of_crd)
+                .transpose()?,
             review: false,
             schema,
             printer_columns: version

@@ -11,7 +11,7 @@ use kaos_api::agent::Agent;
 use kaos_api::mcpserver::MCPServer;
 use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
-use kaos_runtime::converge::WorkloadChildren;
+use kaos_runtime::converge::{Child, WorkloadChildren};
 use kaos_testkit::schema::{CrdSchema, UnknownFields};
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
@@ -62,13 +62,27 @@ fn push<K: Resource + serde::Serialize>(out: &mut Vec<Value>, object: K) {
     }
 }
 
+/// The children of one workload as the controller would write them: an autoscaled
+/// Deployment at its initial replicas.
 fn push_children(out: &mut Vec<Value>, children: WorkloadChildren) {
-    push(out, children.deployment);
-    if let Some(service) = children.service {
-        push(out, service);
-    }
-    if let Some(route) = children.http_route {
-        push(out, route);
+    let set = children.into_set();
+    for child in set.apply {
+        match child {
+            Child::Deployment(mut d) => {
+                if let (Some(initial), Some(spec)) = (set.autoscaled_replicas, d.spec.as_mut()) {
+                    spec.replicas = Some(initial);
+                }
+                push(out, *d)
+            }
+            Child::Service(s) => push(out, *s),
+            Child::ConfigMap(c) => push(out, *c),
+            Child::Secret(s) => push(out, *s),
+            Child::HttpRoute(r) => push(out, *r),
+            Child::PersistentVolumeClaim(c) => push(out, *c),
+            Child::PodDisruptionBudget(b) => push(out, *b),
+            Child::HorizontalPodAutoscaler(a) => push(out, *a),
+            Child::NetworkPolicy(p) => push(out, *p),
+        }
     }
 }
 
@@ -163,11 +177,13 @@ pub fn render(documents: &[Value]) -> anyhow::Result<Rendered> {
                 }
                 push_children(
                     &mut rendered.objects,
-                    WorkloadChildren {
-                        deployment: desired.deployment,
-                        service: Some(desired.service),
-                        http_route: desired.http_route,
-                    },
+                    WorkloadChildren::plain(
+                        desired.deployment,
+                        Some(desired.service),
+                        desired.http_route,
+                    )
+                    .scaled(desired.scaled)
+                    .fenced(desired.network_policy),
                 );
                 m.status = Some(kaos_api::modelapi::ModelAPIStatus {
                     ready: true,
@@ -212,10 +228,13 @@ pub fn render(documents: &[Value]) -> anyhow::Result<Rendered> {
                 if let Some(claim) = desired.claim {
                     push(&mut rendered.objects, claim);
                 }
-                push_children(&mut rendered.objects, desired.workload);
-                if let Some(budget) = desired.disruption_budget {
-                    push(&mut rendered.objects, budget);
-                }
+                push_children(
+                    &mut rendered.objects,
+                    WorkloadChildren {
+                        disruption_budget: desired.disruption_budget,
+                        ..desired.workload
+                    },
+                );
                 s.status = Some(kaos_api::memorystore::MemoryStoreStatus {
                     ready: true,
                     endpoint: Some(desired.endpoint),
@@ -243,6 +262,13 @@ pub fn render(documents: &[Value]) -> anyhow::Result<Rendered> {
         let model_api = model_apis
             .iter()
             .find(|m| named(*m, &ns, &a.spec.model_api));
+        let store = a
+            .spec
+            .config
+            .as_ref()
+            .and_then(|c| c.memory.as_ref())
+            .and_then(|m| m.bound_store())
+            .and_then(|name| stores.iter().find(|s| named(*s, &ns, name)));
         let resolved = agent_controller::resolve::resolve(
             a,
             model_api,
@@ -253,19 +279,32 @@ pub fn render(documents: &[Value]) -> anyhow::Result<Rendered> {
             },
         )
         .and_then(|mut resolved| {
-            let store = a
-                .spec
-                .config
-                .as_ref()
-                .and_then(|c| c.memory.as_ref())
-                .and_then(|m| m.bound_store())
-                .and_then(|name| stores.iter().find(|s| named(*s, &ns, name)));
             // As for a first Deployment: a missing or unready store holds back a waiting agent.
             resolved.memory = agent_controller::resolve::bind_memory(a, store, true)?;
             Ok(resolved)
         });
         match resolved.map(|r| agent_controller::build::build(a, &r, &settings.agent)) {
-            Ok(Ok(desired)) => push_children(&mut rendered.objects, desired.children),
+            Ok(Ok(desired)) => {
+                let name = a.name_any();
+                let listers: Vec<String> = agents
+                    .iter()
+                    .filter(|l| l.namespace() == ns && l.spec.peers().contains(&name))
+                    .map(|l| l.name_any())
+                    .filter(|l| *l != name)
+                    .collect();
+                let cached = agent_controller::network::Cached {
+                    model_api,
+                    mcp_server: &|n| servers.iter().find(|s| named(*s, &ns, n)),
+                    memory_store: store,
+                };
+                let policy = agent_controller::network::policy(
+                    a,
+                    &listers,
+                    &cached,
+                    &settings.agent.data_plane.network_policy,
+                );
+                push_children(&mut rendered.objects, desired.children.fenced(policy))
+            }
             Ok(Err(e)) => rendered
                 .problems
                 .push(format!("Agent {}: {}", a.name_any(), e.message)),

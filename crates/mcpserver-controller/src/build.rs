@@ -4,8 +4,10 @@ use k8s_openapi::api::core::v1::{Container, ContainerPort, PodSpec, Probe, TCPSo
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kaos_api::mcpserver::{CUSTOM_RUNTIME, MCPServer};
 use kaos_runtime::converge::WorkloadChildren;
+use kaos_runtime::network_policy;
 use kaos_runtime::pod_security::secure_pod;
 use kaos_runtime::podspec::merge_pod_spec;
+use kaos_runtime::scaling::ScaledChildren;
 use kaos_runtime::workload::{
     Workload, apply_container_override, env, image, log_level, merge_telemetry, owner_of,
     python_otel_env, with_user_env,
@@ -196,18 +198,32 @@ pub fn build(
         .gateway_route
         .as_ref()
         .and_then(|g| g.timeout.as_deref());
+    let scaled = ScaledChildren::of(&workload, &s.spec.scaling());
+    let policies = &settings.data_plane.network_policy;
+    let network_policy = policies.applies_to(&workload.namespace).then(|| {
+        // Every port the server's containers open (a custom image may serve on others).
+        let ports: Vec<i32> = pod
+            .containers
+            .iter()
+            .flat_map(|c| c.ports.iter().flatten())
+            .map(|p| p.container_port)
+            .collect();
+        network_policy::mcp_server_policy(&workload, &ports, &s.spec.runtime, policies)
+    });
     Ok(Desired {
-        children: WorkloadChildren {
-            deployment: workload.deployment(pod, s.spec.replicas),
-            service: Some(workload.service()),
-            http_route: workload.http_route(
+        children: WorkloadChildren::plain(
+            workload.deployment(pod, scaled.replicas.in_spec()),
+            Some(workload.service()),
+            workload.http_route(
                 "mcp",
                 &name,
                 timeout,
                 &settings.gateway_default_timeout,
                 &settings.gateway,
             ),
-        },
+        )
+        .scaled(scaled)
+        .fenced(network_policy),
         endpoint: workload.endpoint(),
     })
 }

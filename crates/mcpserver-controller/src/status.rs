@@ -37,6 +37,11 @@ pub fn status(
         },
         message: Some(summary.message),
         deployment: rollout.mirror,
+        replicas: rollout.replicas,
+        desired_replicas: rollout.desired_replicas,
+        selector: Some(kaos_runtime::workload::selector_string(
+            &crate::build::labels(s.metadata.name.as_deref().unwrap_or_default()),
+        )),
         // Discovering tools needs an MCP handshake with the running server: not done yet.
         available_tools: Vec::new(),
         observed_generation: generation,

@@ -17,7 +17,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kaos_api::memorystore::{
     DEFAULT_VOLUME_SIZE, MemoryStore, MemoryStoreSpec, PORT, StorageType, service_name,
 };
-use kaos_runtime::converge::{Child, ChildKind, ChildSet, WorkloadChildren};
+use kaos_runtime::converge::{Child, ChildSet, WorkloadChildren};
+use kaos_runtime::network_policy::{self, Target};
 use kaos_runtime::pod_security::secure_pod;
 use kaos_runtime::podspec::merge_pod_spec;
 use kaos_runtime::workload::{
@@ -64,19 +65,18 @@ impl Desired {
     /// The set to converge to: the claim first (the pods mount it), then the workload, then the
     /// disruption budget (or its absence).
     pub fn into_set(self) -> ChildSet {
-        let name = self.workload.deployment.name_any();
         let mut set = ChildSet::default();
         if let Some(claim) = self.claim {
             set.apply
                 .push(Child::PersistentVolumeClaim(Box::new(claim)));
         }
-        let workload = self.workload.into_set();
+        let workload = WorkloadChildren {
+            disruption_budget: self.disruption_budget,
+            ..self.workload
+        }
+        .into_set();
         set.apply.extend(workload.apply);
         set.absent.extend(workload.absent);
-        match self.disruption_budget {
-            Some(budget) => set.apply.push(Child::PodDisruptionBudget(Box::new(budget))),
-            None => set.absent.push((ChildKind::PodDisruptionBudget, name)),
-        }
         set
     }
 }
@@ -393,6 +393,14 @@ pub fn build(
             rolling_update: None,
         });
     }
+    let policies = &settings.data_plane.network_policy;
+    let network_policy = policies.applies_to(&workload.namespace).then(|| {
+        let model_apis: Vec<Target> = [&spec.models.summarization, &spec.models.embedding]
+            .into_iter()
+            .map(|m| Target::any_port(m.model_api.clone()))
+            .collect();
+        network_policy::memory_store_policy(&workload, &model_apis, !local, policies)
+    });
     let timeout = spec
         .gateway_route
         .as_ref()
@@ -401,16 +409,17 @@ pub fn build(
         claim: local.then(|| claim(store, &workload)).transpose()?,
         disruption_budget: (replicas >= 2).then(|| disruption_budget(&workload)),
         endpoint: workload.endpoint(),
-        workload: WorkloadChildren {
+        workload: WorkloadChildren::plain(
             deployment,
-            service: Some(workload.service()),
-            http_route: workload.http_route(
+            Some(workload.service()),
+            workload.http_route(
                 "memorystore",
                 &name,
                 timeout,
                 &settings.gateway_default_timeout,
                 &settings.gateway,
             ),
-        },
+        )
+        .fenced(network_policy),
     })
 }

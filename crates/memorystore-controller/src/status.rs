@@ -59,6 +59,11 @@ pub fn status(
         endpoint,
         message: Some(summary.message),
         deployment: rollout.mirror,
+        replicas: rollout.replicas,
+        desired_replicas: rollout.desired_replicas,
+        selector: Some(kaos_runtime::workload::selector_string(
+            &crate::build::labels(store.metadata.name.as_deref().unwrap_or_default()),
+        )),
         observed_generation: generation,
         conditions,
     }

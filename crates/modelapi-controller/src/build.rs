@@ -7,11 +7,14 @@ use k8s_openapi::api::core::v1::{
     EnvVarSource, HTTPGetAction, KeyToPath, PodSpec, Probe, Secret, SecretKeySelector,
     SecretVolumeSource, Service, Volume, VolumeMount,
 };
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kaos_api::modelapi::{ModelAPI, ModelAPIMode, ProxyConfig};
+use kaos_runtime::network_policy;
 use kaos_runtime::pod_security::secure_pod;
 use kaos_runtime::podspec::{merge_pod_spec, secret_hash, stable_hash};
+use kaos_runtime::scaling::ScaledChildren;
 use kaos_runtime::workload::{
     Workload, apply_container_override, env, image, log_level, merge_telemetry, owner_of,
     with_user_env,
@@ -61,6 +64,10 @@ pub struct Desired {
     /// through `secretKeyRef`: the key never appears in the Deployment.
     pub api_key_secret: Option<Secret>,
     pub http_route: Option<DynamicObject>,
+    /// The autoscaler, disruption budget and how the Deployment's replicas are set.
+    pub scaled: ScaledChildren,
+    /// None when network policies are off in its namespace.
+    pub network_policy: Option<NetworkPolicy>,
     pub endpoint: String,
     /// Set when `spec.telemetry` asks for something Hosted mode cannot do.
     pub telemetry_ignored: bool,
@@ -220,7 +227,11 @@ fn proxy_pod(
                     litellm::validate(&text, &proxy.models)?;
                     text
                 }
-                None => litellm::generate(proxy, telemetry.is_some_and(|t| t.enabled)),
+                None => litellm::generate(
+                    proxy,
+                    telemetry.is_some_and(|t| t.enabled),
+                    settings.litellm_prometheus_metrics,
+                ),
             };
             let volume = Volume {
                 name: "litellm-config".into(),
@@ -403,7 +414,9 @@ pub fn build(m: &ModelAPI, settings: &Settings) -> Result<Desired, BuildError> {
         .gateway_route
         .as_ref()
         .and_then(|g| g.timeout.as_deref());
-    let mut deployment = workload.deployment(pod, m.spec.replicas);
+    let scaled = ScaledChildren::of(&workload, &m.spec.scaling());
+    let policies = &settings.data_plane.network_policy;
+    let mut deployment = workload.deployment(pod, scaled.replicas.in_spec());
     if let Some(text) = config_map
         .as_ref()
         .and_then(|c| c.data.as_ref())
@@ -458,6 +471,10 @@ pub fn build(m: &ModelAPI, settings: &Settings) -> Result<Desired, BuildError> {
             &settings.gateway_default_timeout,
             &settings.gateway,
         ),
+        scaled,
+        network_policy: policies
+            .applies_to(&namespace)
+            .then(|| network_policy::model_api_policy(&workload, policies)),
         endpoint: workload.endpoint(),
         telemetry_ignored,
     })

@@ -20,6 +20,10 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
         config_maps: true,
         secrets: true,
         routes: watch_routes(&runtime, settings.gateway.gateway_api_enabled).await,
+        autoscalers: true,
+        disruption_budgets: true,
+        // Always: policies left from when they were on are deleted once they are off.
+        network_policies: true,
         ..Default::default()
     };
     let (mut synced, mut main_stores, mut controllers) = (Vec::new(), Vec::new(), Vec::new());

@@ -11,8 +11,10 @@ fn quoted(text: &str) -> String {
     Value::String(text.to_string()).to_string()
 }
 
-/// The generated config: one `model_list` entry per model, in order, then `litellm_settings`.
-pub fn generate(proxy: &ProxyConfig, telemetry: bool) -> String {
+/// The generated config: one `model_list` entry per model, in order, then `litellm_settings`
+/// (OpenTelemetry callbacks with `telemetry`, the Prometheus `/metrics/` callback with
+/// `prometheus`).
+pub fn generate(proxy: &ProxyConfig, telemetry: bool, prometheus: bool) -> String {
     let mut text = String::from("model_list:\n");
     for model in &proxy.models {
         let routed = match proxy.provider.as_deref().filter(|p| !p.is_empty()) {
@@ -32,6 +34,9 @@ pub fn generate(proxy: &ProxyConfig, telemetry: bool) -> String {
     text.push_str("litellm_settings:\n  drop_params: true\n");
     if telemetry {
         text.push_str("  success_callback: [\"otel\"]\n  failure_callback: [\"otel\"]\n");
+    }
+    if prometheus {
+        text.push_str("  callbacks: [\"prometheus\"]\n");
     }
     text
 }
@@ -97,7 +102,7 @@ mod tests {
             config_yaml: None,
         };
         assert_eq!(
-            generate(&proxy, false),
+            generate(&proxy, false, false),
             "model_list:\n\
              \x20 - model_name: \"gpt-4o\"\n\
              \x20   litellm_params:\n\
@@ -121,7 +126,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            generate(&proxy, true),
+            generate(&proxy, true, false),
             "model_list:\n\
              \x20 - model_name: \"ollama/*\"\n\
              \x20   litellm_params:\n\
@@ -132,7 +137,24 @@ mod tests {
              \x20 failure_callback: [\"otel\"]\n"
         );
         // The generated text is valid YAML that passes its own check.
-        validate(&generate(&proxy, true), &proxy.models).expect("valid");
+        validate(&generate(&proxy, true, false), &proxy.models).expect("valid");
+    }
+
+    #[test]
+    fn the_prometheus_callback_serves_metrics_when_asked() {
+        let proxy = ProxyConfig {
+            models: vec!["gpt-4o".into()],
+            ..Default::default()
+        };
+        let text = generate(&proxy, false, true);
+        assert!(
+            text.ends_with(
+                "litellm_settings:\n  drop_params: true\n  callbacks: [\"prometheus\"]\n"
+            ),
+            "{text}"
+        );
+        validate(&text, &proxy.models).expect("valid");
+        assert!(!generate(&proxy, false, false).contains("prometheus"));
     }
 
     #[test]

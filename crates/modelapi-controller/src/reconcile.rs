@@ -49,14 +49,17 @@ fn child_set(name: &str, desired: &Desired) -> ChildSet {
             .absent
             .push((ChildKind::Secret, build::api_key_secret_name(name))),
     }
-    let workload = WorkloadChildren {
-        deployment: desired.deployment.clone(),
-        service: Some(desired.service.clone()),
-        http_route: desired.http_route.clone(),
-    }
+    let workload = WorkloadChildren::plain(
+        desired.deployment.clone(),
+        Some(desired.service.clone()),
+        desired.http_route.clone(),
+    )
+    .scaled(desired.scaled.clone())
+    .fenced(desired.network_policy.clone())
     .into_set();
     set.apply.extend(workload.apply);
     set.absent.extend(workload.absent);
+    set.autoscaled_replicas = workload.autoscaled_replicas;
     set
 }
 

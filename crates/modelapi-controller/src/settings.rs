@@ -34,6 +34,16 @@ pub struct Settings {
         default_value = "120s"
     )]
     pub gateway_default_timeout: String,
+    /// Add LiteLLM's Prometheus callback to generated configs, so Proxy pods serve `/metrics/`
+    /// (the chart sets it with `workloadMonitoring`). A user's own `configYaml` is left as
+    /// written.
+    #[arg(
+        long,
+        env = "LITELLM_PROMETHEUS_METRICS",
+        default_value_t = false,
+        action = clap::ArgAction::Set
+    )]
+    pub litellm_prometheus_metrics: bool,
     #[command(flatten)]
     pub gateway: GatewayArgs,
     #[command(flatten)]

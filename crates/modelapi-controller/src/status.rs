@@ -54,6 +54,11 @@ pub fn status(
         },
         message: Some(summary.message),
         deployment: rollout.mirror,
+        replicas: rollout.replicas,
+        desired_replicas: rollout.desired_replicas,
+        selector: Some(kaos_runtime::workload::selector_string(
+            &crate::build::labels(m.metadata.name.as_deref().unwrap_or_default()),
+        )),
         observed_generation: generation,
         conditions,
     }

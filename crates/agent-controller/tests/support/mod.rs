@@ -25,9 +25,15 @@ pub struct Harness {
 }
 
 pub async fn start() -> Harness {
+    start_with(&[]).await
+}
+
+/// The controller with `flags` added to its defaults.
+pub async fn start_with(flags: &[&str]) -> Harness {
     let cluster = TestCluster::start();
-    let args = Args::try_parse_from(["agent-controller", "--default-agent-image=kaos-agent:test"])
-        .expect("flags");
+    let mut argv = vec!["agent-controller", "--default-agent-image=kaos-agent:test"];
+    argv.extend(flags);
+    let args = Args::try_parse_from(argv).expect("flags");
     let (runtime, stop) =
         Runtime::for_tests(cluster.client.clone(), agent_controller::ID, args.runtime);
     tokio::spawn(agent_controller::controller::run(

@@ -113,7 +113,7 @@ pub fn resources(cluster: &Cluster, group: &str, version: &str) -> Option<Value>
                 "verbs": ["create"],
             }));
         }
-        if rt.has_scale {
+        if rt.scale.is_some() {
             resources.push(json!({
                 "name": format!("{}/scale", rt.plural),
                 "singularName": "",

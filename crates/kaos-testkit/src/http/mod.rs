@@ -316,7 +316,7 @@ fn resource_request(
     let sub = match target.subresource.as_deref() {
         None => Subresource::Main,
         Some("status") if rt.has_status => Subresource::Status,
-        Some("scale") if rt.has_scale && target.name.is_some() => {
+        Some("scale") if rt.scale.is_some() && target.name.is_some() => {
             let body = parse_body(headers, body)?;
             return scale::serve(cluster, method, headers, body, query, rt, target);
         }

@@ -1,5 +1,6 @@
-//! The `/scale` subresource of Deployments: an `autoscaling/v1` Scale whose `spec.replicas` is
-//! the Deployment's, as `kubectl scale` and HPAs read and write it.
+//! The `/scale` subresource of Deployments and of custom resources whose CRD declares one: an
+//! `autoscaling/v1` Scale whose `spec.replicas` is the object's (at the CRD's
+//! `specReplicasPath`), as `kubectl scale`, HPAs and KEDA read and write it.
 
 use http::{HeaderMap, Method, StatusCode};
 use serde_json::{Value, json};
@@ -7,7 +8,7 @@ use serde_json::{Value, json};
 use super::path::{Query, Target};
 use crate::cluster::{Cluster, Patch, PatchType, Subresource};
 use crate::error::{ApiError, ApiResult};
-use crate::resources::ResourceType;
+use crate::resources::{ResourceType, ScalePaths};
 use crate::schema::FieldError;
 
 /// GET, PATCH (merge, JSON or strategic) or PUT of `<name>/scale`.
@@ -22,7 +23,14 @@ pub fn serve(
 ) -> ApiResult<(StatusCode, Value)> {
     let namespace = target.namespace.as_deref().unwrap_or_default();
     let name = target.name.as_deref().unwrap_or_default();
-    let current = scale_of(&cluster.get(rt, namespace, name)?);
+    let Some(paths) = &rt.scale else {
+        return Err(ApiError::not_found(
+            &format!("{}/scale", rt.plural),
+            &rt.group,
+            name,
+        ));
+    };
+    let current = scale_of(&cluster.get(rt, namespace, name)?, paths);
     let wanted = match method.as_str() {
         "GET" => return Ok((StatusCode::OK, current)),
         "PUT" => {
@@ -56,7 +64,7 @@ pub fn serve(
         }
     };
     let replicas = replicas(&wanted, name)?;
-    let change = json!({"spec": {"replicas": replicas}});
+    let change = at_path(&paths.spec_replicas, json!(replicas));
     let patch = Patch {
         kind: PatchType::Merge,
         body: &change,
@@ -69,7 +77,7 @@ pub fn serve(
         Subresource::Main,
         &super::write_options(query),
     )?;
-    Ok((StatusCode::OK, scale_of(&updated)))
+    Ok((StatusCode::OK, scale_of(&updated, paths)))
 }
 
 /// `spec.replicas` of a Scale, refused as kube-apiserver refuses it when negative.
@@ -96,20 +104,34 @@ fn resource_version(object: &Value) -> Option<&str> {
         .and_then(Value::as_str)
 }
 
-/// The Scale view of a Deployment.
-fn scale_of(deployment: &Value) -> Value {
-    let metadata = &deployment["metadata"];
-    let selector = deployment
-        .pointer("/spec/selector/matchLabels")
-        .and_then(Value::as_object)
-        .map(|labels| {
-            labels
-                .iter()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-                .collect::<Vec<_>>()
-                .join(",")
-        })
-        .unwrap_or_default();
+/// A merge patch setting the value at `pointer` (`/spec/replicas`).
+fn at_path(pointer: &str, value: Value) -> Value {
+    pointer
+        .split('/')
+        .filter(|p| !p.is_empty())
+        .rev()
+        .fold(value, |inner, key| json!({ key: inner }))
+}
+
+/// The Scale view of an object.
+fn scale_of(object: &Value, paths: &ScalePaths) -> Value {
+    let metadata = &object["metadata"];
+    let selector = match &paths.label_selector {
+        Some(pointer) => object.pointer(pointer).cloned().unwrap_or(json!("")),
+        None => json!(
+            object
+                .pointer("/spec/selector/matchLabels")
+                .and_then(Value::as_object)
+                .map(|labels| {
+                    labels
+                        .iter()
+                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .unwrap_or_default()
+        ),
+    };
     json!({
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
@@ -120,9 +142,9 @@ fn scale_of(deployment: &Value) -> Value {
             "resourceVersion": metadata["resourceVersion"],
             "creationTimestamp": metadata["creationTimestamp"],
         },
-        "spec": {"replicas": deployment.pointer("/spec/replicas").cloned().unwrap_or(json!(1))},
+        "spec": {"replicas": object.pointer(&paths.spec_replicas).cloned().unwrap_or(json!(paths.unset_replicas))},
         "status": {
-            "replicas": deployment.pointer("/status/replicas").cloned().unwrap_or(json!(0)),
+            "replicas": object.pointer(&paths.status_replicas).cloned().unwrap_or(json!(0)),
             "selector": selector,
         },
     })

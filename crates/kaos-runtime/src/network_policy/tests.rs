@@ -1,0 +1,711 @@
+//! Builder tests: the exact policy of each kind, the rendered YAML of each, determinism.
+
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use serde_json::json;
+
+use super::*;
+use crate::workload::Workload;
+
+pub(super) const NAMESPACE: &str = "team";
+
+/// The workload of `kind` `name`, as its controller makes it.
+pub(super) fn workload(kind: Kind, name: &str, port: i32) -> Workload {
+    let resource = match kind {
+        Kind::Agent => "Agent",
+        Kind::ModelApi => "ModelAPI",
+        Kind::McpServer => "MCPServer",
+        Kind::MemoryStore => "MemoryStore",
+    };
+    Workload {
+        name: format!("{}-{name}", kind.app()),
+        namespace: NAMESPACE.into(),
+        labels: kind.pod_labels(name),
+        owner: OwnerReference {
+            api_version: "kaos.tools/v1alpha1".into(),
+            kind: resource.into(),
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        },
+        port,
+    }
+}
+
+/// The defaults, with the API server and database where the matrix tests put them and an extra
+/// egress to a telemetry collector.
+pub(super) fn test_args() -> NetworkPolicyArgs {
+    NetworkPolicyArgs {
+        enabled: true,
+        apiserver_cidrs: vec![Cidr::parse("172.18.0.2/32").expect("cidr")],
+        database_cidrs: vec![Cidr::parse("10.50.0.0/24").expect("cidr")],
+        extra_egress: serde_json::from_value(json!([{
+            "to": [{
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}},
+                "podSelector": {"matchLabels": {"app": "otel-collector"}}
+            }],
+            "ports": [{"port": 4317, "protocol": "TCP"}]
+        }]))
+        .expect("extra egress"),
+        ..NetworkPolicyArgs::default()
+    }
+}
+
+fn to_json(policy: &NetworkPolicy) -> serde_json::Value {
+    serde_json::to_value(policy).expect("serializes")
+}
+
+fn ingress_from_gateway_and_scraper() -> [serde_json::Value; 2] {
+    [
+        json!({
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "envoy-gateway-system"}},
+            "podSelector": {}
+        }),
+        json!({
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+            "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}
+        }),
+    ]
+}
+
+fn dns_egress() -> serde_json::Value {
+    json!({
+        "to": [{
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}
+        }],
+        "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]
+    })
+}
+
+fn external_egress() -> serde_json::Value {
+    json!({
+        "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]}}]
+    })
+}
+
+fn metadata(kind: &str, name: &str, app: &str) -> serde_json::Value {
+    json!({
+        "name": format!("{app}-{name}"),
+        "namespace": "team",
+        "labels": {"app": app, app: name},
+        "ownerReferences": [{
+            "apiVersion": "kaos.tools/v1alpha1", "kind": kind, "name": name, "uid": format!("uid-{name}"),
+            "controller": true, "blockOwnerDeletion": true
+        }]
+    })
+}
+
+#[test]
+fn agent_policy_admits_its_listers_and_reaches_its_dependencies() {
+    let deps = AgentDeps {
+        model_api: Some(Target::new("llm", 11434)),
+        // Unsorted, with itself: sorted, itself dropped.
+        mcp_servers: vec![Target::new("web", 8000), Target::new("files", 8000)],
+        peers: vec![
+            Target::new("w2", 8000),
+            Target::new("coordinator", 8000),
+            Target::new("w1", 8000),
+        ],
+        memory_store: Some(Target::any_port("mem")),
+    };
+    let listers = [
+        "w1".to_string(),
+        "coordinator".into(),
+        "boss".into(),
+        "w1".into(),
+    ];
+    let policy = agent_policy(
+        &workload(Kind::Agent, "coordinator", 8000),
+        &deps,
+        &listers,
+        &NetworkPolicyArgs::default(),
+    );
+    let [gateway, scraper] = ingress_from_gateway_and_scraper();
+    assert_eq!(
+        to_json(&policy),
+        json!({
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": metadata("Agent", "coordinator", "agent"),
+            "spec": {
+                "podSelector": {"matchLabels": {"app": "agent", "agent": "coordinator"}},
+                "policyTypes": ["Ingress", "Egress"],
+                "ingress": [{
+                    "from": [
+                        {"podSelector": {"matchLabels": {"app": "agent", "agent": "boss"}}},
+                        {"podSelector": {"matchLabels": {"app": "agent", "agent": "w1"}}},
+                        gateway,
+                        scraper,
+                    ],
+                    "ports": [{"port": 8000, "protocol": "TCP"}]
+                }],
+                "egress": [
+                    dns_egress(),
+                    {"to": [{"podSelector": {"matchLabels": {"app": "memorystore", "memorystore": "mem"}}}]},
+                    {
+                        "to": [
+                            {"podSelector": {"matchLabels": {"agent": "w1", "app": "agent"}}},
+                            {"podSelector": {"matchLabels": {"agent": "w2", "app": "agent"}}},
+                            {"podSelector": {"matchLabels": {"app": "mcpserver", "mcpserver": "files"}}},
+                            {"podSelector": {"matchLabels": {"app": "mcpserver", "mcpserver": "web"}}},
+                        ],
+                        "ports": [{"port": 8000, "protocol": "TCP"}]
+                    },
+                    {
+                        "to": [{"podSelector": {"matchLabels": {"app": "modelapi", "modelapi": "llm"}}}],
+                        "ports": [{"port": 11434, "protocol": "TCP"}]
+                    },
+                ]
+            }
+        })
+    );
+}
+
+#[test]
+fn agent_policy_without_anything_still_denies_by_default() {
+    let policy = agent_policy(
+        &workload(Kind::Agent, "a", 8000),
+        &AgentDeps::default(),
+        &[],
+        &NetworkPolicyArgs::default(),
+    );
+    let spec = to_json(&policy)["spec"].clone();
+    assert_eq!(spec["policyTypes"], json!(["Ingress", "Egress"]));
+    assert_eq!(spec["egress"], json!([dns_egress()]));
+    assert_eq!(spec["ingress"][0]["from"].as_array().map(Vec::len), Some(2));
+}
+
+#[test]
+fn model_api_policy_admits_agents_and_stores_and_reaches_the_provider() {
+    let args = NetworkPolicyArgs {
+        external_ports: vec![PortSpec::tcp(443)],
+        ..NetworkPolicyArgs::default()
+    };
+    let policy = model_api_policy(&workload(Kind::ModelApi, "ollama", 11434), &args);
+    let [gateway, scraper] = ingress_from_gateway_and_scraper();
+    let mut external = external_egress();
+    external["ports"] = json!([{"port": 443, "protocol": "TCP"}]);
+    assert_eq!(
+        to_json(&policy),
+        json!({
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": metadata("ModelAPI", "ollama", "modelapi"),
+            "spec": {
+                "podSelector": {"matchLabels": {"app": "modelapi", "modelapi": "ollama"}},
+                "policyTypes": ["Ingress", "Egress"],
+                "ingress": [{
+                    "from": [
+                        {"podSelector": {"matchLabels": {"app": "agent"}}},
+                        {"podSelector": {"matchLabels": {"app": "memorystore"}}},
+                        gateway,
+                        scraper,
+                    ],
+                    "ports": [{"port": 11434, "protocol": "TCP"}]
+                }],
+                "egress": [dns_egress(), external]
+            }
+        })
+    );
+}
+
+#[test]
+fn mcp_server_policy_follows_its_runtime() {
+    let args = NetworkPolicyArgs::default();
+    let server = workload(Kind::McpServer, "k8s", 8000);
+    let policy = mcp_server_policy(&server, &[9090, 8000], "kubernetes", &args);
+    let [gateway, scraper] = ingress_from_gateway_and_scraper();
+    assert_eq!(
+        to_json(&policy),
+        json!({
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": metadata("MCPServer", "k8s", "mcpserver"),
+            "spec": {
+                "podSelector": {"matchLabels": {"app": "mcpserver", "mcpserver": "k8s"}},
+                "policyTypes": ["Ingress", "Egress"],
+                "ingress": [{
+                    "from": [{"podSelector": {"matchLabels": {"app": "agent"}}}, gateway, scraper],
+                    "ports": [{"port": 8000, "protocol": "TCP"}, {"port": 9090, "protocol": "TCP"}]
+                }],
+                "egress": [
+                    dns_egress(),
+                    {
+                        "to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}],
+                        "ports": [{"port": 443, "protocol": "TCP"}, {"port": 6443, "protocol": "TCP"}]
+                    }
+                ]
+            }
+        })
+    );
+    // The `*` entry: external; a runtime mapped to nothing: DNS only.
+    let slack = to_json(&mcp_server_policy(&server, &[], "slack", &args));
+    assert_eq!(
+        slack["spec"]["egress"],
+        json!([dns_egress(), external_egress()])
+    );
+    let mut args = args;
+    args.mcp_egress =
+        serde_json::from_str(r#"{"python-string":[],"both":["apiserver","external"]}"#)
+            .expect("map");
+    let none = to_json(&mcp_server_policy(&server, &[], "python-string", &args));
+    assert_eq!(none["spec"]["egress"], json!([dns_egress()]));
+    let both = to_json(&mcp_server_policy(&server, &[], "both", &args));
+    assert_eq!(both["spec"]["egress"][1], external_egress());
+    assert_eq!(
+        both["spec"]["egress"][2]["to"],
+        json!([{"ipBlock": {"cidr": "0.0.0.0/0"}}])
+    );
+}
+
+#[test]
+fn memory_store_policy_reaches_its_models_and_database() {
+    let args = NetworkPolicyArgs {
+        extra_egress: test_args().extra_egress,
+        ..NetworkPolicyArgs::default()
+    };
+    let models = [
+        Target::new("embed", 11434),
+        Target::new("llm", 8000),
+        Target::new("llm", 8000),
+    ];
+    let policy = memory_store_policy(
+        &workload(Kind::MemoryStore, "pg", 8080),
+        &models,
+        true,
+        &args,
+    );
+    let [gateway, scraper] = ingress_from_gateway_and_scraper();
+    assert_eq!(
+        to_json(&policy),
+        json!({
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": metadata("MemoryStore", "pg", "memorystore"),
+            "spec": {
+                "podSelector": {"matchLabels": {"app": "memorystore", "memorystore": "pg"}},
+                "policyTypes": ["Ingress", "Egress"],
+                "ingress": [{
+                    "from": [{"podSelector": {"matchLabels": {"app": "agent"}}}, gateway, scraper],
+                    "ports": [{"port": 8080, "protocol": "TCP"}]
+                }],
+                "egress": [
+                    dns_egress(),
+                    {
+                        "to": [{"podSelector": {"matchLabels": {"app": "modelapi", "modelapi": "llm"}}}],
+                        "ports": [{"port": 8000, "protocol": "TCP"}]
+                    },
+                    {
+                        "to": [{"podSelector": {"matchLabels": {"app": "modelapi", "modelapi": "embed"}}}],
+                        "ports": [{"port": 11434, "protocol": "TCP"}]
+                    },
+                    {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [{"port": 5432, "protocol": "TCP"}]},
+                    {
+                        "to": [{
+                            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}},
+                            "podSelector": {"matchLabels": {"app": "otel-collector"}}
+                        }],
+                        "ports": [{"port": 4317, "protocol": "TCP"}]
+                    }
+                ]
+            }
+        })
+    );
+    // Local storage: no database.
+    let local = to_json(&memory_store_policy(
+        &workload(Kind::MemoryStore, "mem", 8080),
+        &[],
+        false,
+        &args,
+    ));
+    assert_eq!(local["spec"]["egress"].as_array().map(Vec::len), Some(2));
+}
+
+#[test]
+fn the_same_graph_gives_byte_identical_policies() {
+    let args = test_args();
+    let server = workload(Kind::Agent, "a", 8000);
+    let deps = AgentDeps {
+        model_api: Some(Target::new("llm", 8000)),
+        mcp_servers: vec![Target::new("x", 8000), Target::new("y", 8000)],
+        peers: vec![Target::new("b", 8000), Target::new("c", 8000)],
+        memory_store: None,
+    };
+    let mut shuffled = deps.clone();
+    shuffled.mcp_servers.reverse();
+    shuffled.peers.reverse();
+    let one = serde_json::to_string(&agent_policy(
+        &server,
+        &deps,
+        &["c".into(), "b".into()],
+        &args,
+    ));
+    let two = serde_json::to_string(&agent_policy(
+        &server,
+        &shuffled,
+        &["b".into(), "c".into()],
+        &args,
+    ));
+    assert_eq!(one.expect("json"), two.expect("json"));
+    assert_eq!(
+        crate::podspec::stable_hash(&agent_policy(&server, &deps, &[], &args)),
+        crate::podspec::stable_hash(&agent_policy(&server, &shuffled, &[], &args))
+    );
+}
+
+#[test]
+fn endpoints_give_ports() {
+    for (url, port) in [
+        (
+            "http://modelapi-llm.team.svc.cluster.local:11434",
+            Some(11434),
+        ),
+        ("http://agent-a.team.svc.cluster.local:8000/", Some(8000)),
+        ("https://[fd00::1]:8443/v1?x=1", Some(8443)),
+        ("http://example.com/v1", None),
+        ("http://[fd00::1]/v1", None),
+        ("http://host:0", None),
+        ("not a url", None),
+    ] {
+        assert_eq!(endpoint_port(url), port, "{url}");
+    }
+    assert_eq!(Target::from_endpoint("llm", None), Target::any_port("llm"));
+    assert_eq!(
+        Target::from_endpoint("llm", Some("http://modelapi-llm.team.svc:8000")),
+        Target::new("llm", 8000)
+    );
+}
+
+/// One rendered policy per kind, as `kaosctl render` would print it; each was checked with
+/// `kubernetes-validate --strict` (1.33).
+#[test]
+fn rendered_policies() {
+    let args = NetworkPolicyArgs::default();
+    let agent = agent_policy(
+        &workload(Kind::Agent, "a", 8000),
+        &AgentDeps {
+            model_api: Some(Target::new("llm", 8000)),
+            mcp_servers: vec![Target::new("tools", 8000)],
+            peers: vec![Target::new("b", 8000)],
+            memory_store: Some(Target::new("mem", 8080)),
+        },
+        &["c".into()],
+        &args,
+    );
+    let model_api = model_api_policy(&workload(Kind::ModelApi, "llm", 8000), &args);
+    let mcp_server = mcp_server_policy(
+        &workload(Kind::McpServer, "tools", 8000),
+        &[],
+        "kubernetes",
+        &args,
+    );
+    let memory_store = memory_store_policy(
+        &workload(Kind::MemoryStore, "mem", 8080),
+        &[Target::new("llm", 8000)],
+        true,
+        &args,
+    );
+    let rendered = [
+        (&agent, RENDERED_AGENT),
+        (&model_api, RENDERED_MODEL_API),
+        (&mcp_server, RENDERED_MCP_SERVER),
+        (&memory_store, RENDERED_MEMORY_STORE),
+    ]
+    .map(|(policy, expected)| {
+        let yaml = serde_saphyr::to_string(policy).expect("yaml");
+        (policy, yaml, expected)
+    });
+    // `PRINT_RENDERED=1 cargo test -p kaos-runtime --lib rendered_policies -- --nocapture`
+    // prints them, e.g. for `kubernetes-validate --strict`.
+    if std::env::var_os("PRINT_RENDERED").is_some() {
+        for (_, yaml, _) in &rendered {
+            println!("---\n{yaml}");
+        }
+    }
+    for (policy, yaml, expected) in rendered {
+        assert_eq!(yaml, expected);
+        // And it reads back as the same object.
+        let back: NetworkPolicy = serde_saphyr::from_str(&yaml).expect("parses back");
+        assert_eq!(&back, policy);
+    }
+}
+
+const RENDERED_AGENT: &str = r#"apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  labels:
+    agent: a
+    app: agent
+  name: agent-a
+  namespace: team
+  ownerReferences:
+  - apiVersion: kaos.tools/v1alpha1
+    blockOwnerDeletion: true
+    controller: true
+    kind: Agent
+    name: a
+    uid: uid-a
+spec:
+  egress:
+  - ports:
+    - port: 53
+      protocol: UDP
+    - port: 53
+      protocol: TCP
+    to:
+    - namespaceSelector:
+        matchLabels:
+          kubernetes.io/metadata.name: kube-system
+      podSelector:
+        matchLabels:
+          k8s-app: kube-dns
+  - ports:
+    - port: 8000
+      protocol: TCP
+    to:
+    - podSelector:
+        matchLabels:
+          agent: b
+          app: agent
+    - podSelector:
+        matchLabels:
+          app: modelapi
+          modelapi: llm
+    - podSelector:
+        matchLabels:
+          app: mcpserver
+          mcpserver: tools
+  - ports:
+    - port: 8080
+      protocol: TCP
+    to:
+    - podSelector:
+        matchLabels:
+          app: memorystore
+          memorystore: mem
+  ingress:
+  - from:
+    - podSelector:
+        matchLabels:
+          agent: c
+          app: agent
+    - namespaceSelector:
+        matchLabels:
+          kubernetes.io/metadata.name: envoy-gateway-system
+      podSelector: {}
+    - namespaceSelector:
+        matchLabels:
+          kubernetes.io/metadata.name: monitoring
+      podSelector:
+        matchLabels:
+          app.kubernetes.io/name: prometheus
+    ports:
+    - port: 8000
+      protocol: TCP
+  podSelector:
+    matchLabels:
+      agent: a
+      app: agent
+  policyTypes:
+  - Ingress
+  - Egress
+"#;
+const RENDERED_MODEL_API: &str = r#"apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  labels:
+    app: modelapi
+    modelapi: llm
+  name: modelapi-llm
+  namespace: team
+  ownerReferences:
+  - apiVersion: kaos.tools/v1alpha1
+    blockOwnerDeletion: true
+    controller: true
+    kind: ModelAPI
+    name: llm
+    uid: uid-llm
+spec:
+  egress:
+  - ports:
+    - port: 53
+      protocol: UDP
+    - port: 53
+      protocol: TCP
+    to:
+    - namespaceSelector:
+        matchLabels:
+          kubernetes.io/metadata.name: kube-system
+      podSelector:
+        matchLabels:
+          k8s-app: kube-dns
+  - to:
+    - ipBlock:
+        cidr: 0.0.0.0/0
+        except:
+        - 10.0.0.0/8
+        - 172.16.0.0/12
+        - 192.168.0.0/16
+  ingress:
+  - from:
+    - podSelector:
+        matchLabels:
+          app: agent
+    - podSelector:
+        matchLabels:
+          app: memorystore
+    - namespaceSelector:
+        matchLabels:
+          kubernetes.io/metadata.name: envoy-gateway-system
+      podSelector: {}
+    - namespaceSelector:
+        matchLabels:
+          kubernetes.io/metadata.name: monitoring
+      podSelector:
+        matchLabels:
+          app.kubernetes.io/name: prometheus
+    ports:
+    - port: 8000
+      protocol: TCP
+  podSelector:
+    matchLabels:
+      app: modelapi
+      modelapi: llm
+  policyTypes:
+  - Ingress
+  - Egress
+"#;
+const RENDERED_MCP_SERVER: &str = r#"apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  labels:
+    app: mcpserver
+    mcpserver: tools
+  name: mcpserver-tools
+  namespace: team
+  ownerReferences:
+  - apiVersion: kaos.tools/v1alpha1
+    blockOwnerDeletion: true
+    controller: true
+    kind: MCPServer
+    name: tools
+    uid: uid-tools
+spec:
+  egress:
+  - ports:
+    - port: 53
+      protocol: UDP
+    - port: 53
+      protocol: TCP
+    to:
+    - namespaceSelector:
+        matchLabels:
+          kubernetes.io/metadata.name: kube-system
+      podSelector:
+        matchLabels:
+          k8s-app: kube-dns
+  - ports:
+    - port: 443
+      protocol: TCP
+    - port: 6443
+      protocol: TCP
+    to:
+    - ipBlock:
+        cidr: 0.0.0.0/0
+  ingress:
+  - from:
+    - podSelector:
+        matchLabels:
+          app: agent
+    - namespaceSelector:
+        matchLabels:
+          kubernetes.io/metadata.name: envoy-gateway-system
+      podSelector: {}
+    - namespaceSelector:
+        matchLabels:
+          kubernetes.io/metadata.name: monitoring
+      podSelector:
+        matchLabels:
+          app.kubernetes.io/name: prometheus
+    ports:
+    - port: 8000
+      protocol: TCP
+  podSelector:
+    matchLabels:
+      app: mcpserver
+      mcpserver: tools
+  policyTypes:
+  - Ingress
+  - Egress
+"#;
+const RENDERED_MEMORY_STORE: &str = r#"apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  labels:
+    app: memorystore
+    memorystore: mem
+  name: memorystore-mem
+  namespace: team
+  ownerReferences:
+  - apiVersion: kaos.tools/v1alpha1
+    blockOwnerDeletion: true
+    controller: true
+    kind: MemoryStore
+    name: mem
+    uid: uid-mem
+spec:
+  egress:
+  - ports:
+    - port: 53
+      protocol: UDP
+    - port: 53
+      protocol: TCP
+    to:
+    - namespaceSelector:
+        matchLabels:
+          kubernetes.io/metadata.name: kube-system
+      podSelector:
+        matchLabels:
+          k8s-app: kube-dns
+  - ports:
+    - port: 8000
+      protocol: TCP
+    to:
+    - podSelector:
+        matchLabels:
+          app: modelapi
+          modelapi: llm
+  - ports:
+    - port: 5432
+      protocol: TCP
+    to:
+    - ipBlock:
+        cidr: 0.0.0.0/0
+  ingress:
+  - from:
+    - podSelector:
+        matchLabels:
+          app: agent
+    - namespaceSelector:
+        matchLabels:
+          kubernetes.io/metadata.name: envoy-gateway-system
+      podSelector: {}
+    - namespaceSelector:
+        matchLabels:
+          kubernetes.io/metadata.name: monitoring
+      podSelector:
+        matchLabels:
+          app.kubernetes.io/name: prometheus
+    ports:
+    - port: 8080
+      protocol: TCP
+  podSelector:
+    matchLabels:
+      app: memorystore
+      memorystore: mem
+  policyTypes:
+  - Ingress
+  - Egress
+"#;
