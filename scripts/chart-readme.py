@@ -45,8 +45,10 @@ def rows(path, prefix="", skip=()):
     found = []
 
     def locate(key, position, indent):
-        """The index of the line `key:` at exactly indent, the first from position on."""
-        pattern = re.compile(rf"^ {{{indent}}}{re.escape(key)}:(\s|$)")
+        """The index of the line `key:` at exactly indent, the first from position on (the key
+        may be quoted, as `"*":`)."""
+        quoted = "|".join(re.escape(q + key + q) for q in ("", '"', "'"))
+        pattern = re.compile(rf"^ {{{indent}}}(?:{quoted}):(\s|$)")
         return next(i for i in range(position, len(lines)) if pattern.match(lines[i]))
 
     def children_indent(index):

@@ -21,7 +21,7 @@ use kube::api::{Patch, PatchParams};
 use serde_json::Value;
 
 /// Granted but not exercised here, each justified in the chart's values: HTTPRoutes (no Gateway
-/// API in the test cluster) and re-publishing a repeated event.
+/// API in the test cluster), re-publishing a repeated event, and writing NetworkPolicies.
 const EXCEPTIONS: &[(&str, &str, &str)] = &[
     ("list", "gateway.networking.k8s.io", "httproutes"),
     ("get", "gateway.networking.k8s.io", "httproutes"),
@@ -30,6 +30,13 @@ const EXCEPTIONS: &[(&str, &str, &str)] = &[
     ("patch", "gateway.networking.k8s.io", "httproutes"),
     ("delete", "gateway.networking.k8s.io", "httproutes"),
     ("patch", "events.k8s.io", "events"),
+    // NetworkPolicies are off in the default rendering: watched (so policies left from when they
+    // were on are deleted), written only when on (exercised on the real plane with them on:
+    // tests/control_plane/test_operator.py).
+    ("get", "networking.k8s.io", "networkpolicies"),
+    ("create", "networking.k8s.io", "networkpolicies"),
+    ("patch", "networking.k8s.io", "networkpolicies"),
+    ("delete", "networking.k8s.io", "networkpolicies"),
 ];
 
 /// (verb, group, resource) the rendered RBAC grants to `service_account`.
@@ -241,6 +248,55 @@ async fn the_charts_rbac_is_enough_and_minimal() {
         || async { matches!(budgets.get_opt("memorystore-shared").await, Ok(None)) },
     )
     .await;
+    // Autoscaling on one resource of each workload kind: its autoscaler and disruption budget
+    // are created (looked up by name first), changed, and deleted when autoscaling goes.
+    let workloads = [
+        ("modelapis", "llm-proxy", "modelapi-llm-proxy"),
+        ("mcpservers", "echo-tools", "mcpserver-echo-tools"),
+        ("agents", "coordinator", "agent-coordinator"),
+    ];
+    let autoscalers: Api<k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler> =
+        Api::default_namespaced(admin.clone());
+    for max in [Some(2), Some(3), None] {
+        for (plural, name, _) in workloads {
+            let resource = kube::core::ApiResource {
+                group: "kaos.tools".into(),
+                version: "v1alpha1".into(),
+                api_version: "kaos.tools/v1alpha1".into(),
+                kind: String::new(),
+                plural: plural.into(),
+            };
+            let spec = match max {
+                Some(max) => serde_json::json!({"autoscaling": {"maxReplicas": max}}),
+                None => serde_json::json!({"autoscaling": null}),
+            };
+            Api::<kube::core::DynamicObject>::namespaced_with(admin.clone(), "default", &resource)
+                .patch(
+                    name,
+                    &PatchParams::default(),
+                    &Patch::Merge(serde_json::json!({ "spec": spec })),
+                )
+                .await
+                .expect("patch");
+        }
+        until("every autoscaler and budget as asked", || async {
+            let mut all = true;
+            for (_, _, child) in workloads {
+                let hpa = autoscalers.get_opt(child).await.ok().flatten();
+                let budget = budgets.get_opt(child).await.ok().flatten();
+                let max_now = hpa
+                    .as_ref()
+                    .and_then(|h| h.spec.as_ref())
+                    .map(|s| s.max_replicas);
+                all &= match max {
+                    Some(max) => max_now == Some(max) && budget.is_some(),
+                    None => hpa.is_none() && budget.is_none(),
+                };
+            }
+            all
+        })
+        .await;
+    }
     // The authz controller writes the status of an AccessGrant naming the quickstart's objects
     // (and a Warning event saying it is not enforced) and of a ThirdPartyService whose client
     // Secret it looks up by name; it watches the kinds they name as metadata only.

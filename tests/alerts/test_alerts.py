@@ -1,9 +1,13 @@
 """The chart's alerts under promtool: `promtool check rules` and `promtool test rules` on the
-PrometheusRule the chart renders (default values, release kaos), so the tests cannot drift from
-the chart. promtool comes from scripts/promtool (KAOS_PROMTOOL names it; scripts/test.sh sets it).
+PrometheusRule the chart renders (default values with the workloads' alerts on, release kaos), so
+the tests cannot drift from the chart; and the Grafana dashboards' queries, which must parse.
+promtool comes from scripts/promtool (KAOS_PROMTOOL names it; scripts/test.sh sets it).
 """
 
+import json
+
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,7 +35,8 @@ def promtool():
 
 
 def rendered_groups():
-    (rule,) = [o for o in render({"prometheusRule": {"enabled": True}}) if o["kind"] == "PrometheusRule"]
+    values = {"prometheusRule": {"enabled": True}, "global": {"workloadMonitoring": {"enabled": True}}}
+    (rule,) = [o for o in render(values) if o["kind"] == "PrometheusRule"]
     return rule["spec"]["groups"]
 
 
@@ -68,7 +73,8 @@ def test_every_alert_has_a_case_that_fires_and_one_that_does_not():
         for case in yaml.safe_load(test.read_text())["tests"]:
             for check in case.get("alert_rule_test", []):
                 (fires if check.get("exp_alerts") else quiet).add(check["alertname"])
-    assert alerts == {"KaosReconcileErrors", "KaosNoLeader", "KaosControllerAbsent", "KaosResourcesFailed"}
+    assert alerts == {"KaosReconcileErrors", "KaosNoLeader", "KaosControllerAbsent", "KaosResourcesFailed",
+                      "KaosWorkloadNotReady", "KaosWorkloadRestarting", "KaosWorkloadAtMaxReplicas", "KaosModelAPIErrorRate"}
     assert alerts <= fires, f"no case where {sorted(alerts - fires)} fire"
     assert alerts <= quiet, f"no case where {sorted(alerts - quiet)} stay quiet"
 
@@ -82,3 +88,19 @@ def test_every_alert_links_its_runbook_section():
             assert base == "https://github.com/kaos-rs/kaos-rs/blob/main/docs/runbooks.md"
             assert anchor == rule["alert"].lower()
             assert f"\n## {rule['alert']}\n" in runbooks, f"docs/runbooks.md has no section {rule['alert']}"
+
+
+def test_the_dashboards_queries_parse(tmp_path):
+    """Every query of every dashboard, as a recording rule promtool checks (Grafana's variables
+    appear only inside label values, where any string parses)."""
+    rules = []
+    for path in sorted((HERE.parents[1] / "charts" / "kaos" / "dashboards").glob("*.json")):
+        dashboard = json.loads(path.read_text())
+        for panel in dashboard["panels"]:
+            for target in panel["targets"]:
+                assert "$" not in re.sub(r'"[^"]*"', "", target["expr"]), target["expr"]
+                rules.append({"record": f"{dashboard['uid'].replace('-', '_')}:panel{panel['id']}{target['refId']}",
+                              "expr": target["expr"]})
+    (tmp_path / "dashboards.yaml").write_text(yaml.safe_dump({"groups": [{"name": "dashboards", "rules": rules}]}))
+    output = run("check", "rules", "dashboards.yaml", cwd=tmp_path)
+    assert f"SUCCESS: {len(rules)} rules found" in output, output

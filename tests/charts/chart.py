@@ -1,9 +1,11 @@
 """Rendering the kaos Helm chart with the real Helm v4 SDK (helm-python-sdk)."""
 
+import json
 from pathlib import Path
 
 import helm_python
 import yaml
+from helm_python import _native
 
 REPO = Path(__file__).resolve().parents[2]
 UMBRELLA = REPO / "charts" / "kaos"
@@ -12,11 +14,23 @@ SUBCHARTS = ["kaos-crds", "agent-controller", "modelapi-controller", "mcpserver-
 RELEASE, NAMESPACE = "kaos", "kaos-system"
 
 
-def render_templates(values=None, chart=UMBRELLA, release=RELEASE, namespace=NAMESPACE):
-    """{template path: rendered text}, NOTES.txt included."""
+# What a cluster with the Prometheus Operator's CRDs serves: `helm template --api-versions` of
+# each, so `.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/PodMonitor"` is true.
+PROMETHEUS_OPERATOR = ["monitoring.coreos.com/v1", "monitoring.coreos.com/v1/PodMonitor",
+                       "monitoring.coreos.com/v1/ServiceMonitor", "monitoring.coreos.com/v1/PrometheusRule"]
+
+
+def render_templates(values=None, chart=UMBRELLA, release=RELEASE, namespace=NAMESPACE, api_versions=()):
+    """{template path: rendered text}, NOTES.txt included. api_versions: the API versions the
+    chart sees besides the built-in ones (`helm template --api-versions`), e.g.
+    PROMETHEUS_OPERATOR."""
     # render() mutates the loaded chart (disabled subcharts are dropped): load it every time.
     loaded = helm_python.Chart.load(str(chart))
-    return loaded.render(values or {}, name=release, namespace=namespace, is_install=True)
+    if not api_versions:
+        return loaded.render(values or {}, name=release, namespace=namespace, is_install=True)
+    # Chart.render() has no api_versions; the helm-c call it wraps takes them (`api_versions`).
+    options = {"name": release, "namespace": namespace, "is_install": True, "api_versions": list(api_versions)}
+    return json.loads(_native.call_string("helm_render", loaded._raw(), json.dumps(values or {}), json.dumps(options)))
 
 
 def notes(values=None, **kwargs):
@@ -25,10 +39,11 @@ def notes(values=None, **kwargs):
     return text
 
 
-def render(values=None, chart=UMBRELLA, release=RELEASE, namespace=NAMESPACE, hooks=False):
+def render(values=None, chart=UMBRELLA, release=RELEASE, namespace=NAMESPACE, hooks=False, api_versions=()):
     """Every object the release installs with `values`, in template order; with hooks, the Helm
-    hooks too (helm runs those at their event only, e.g. the pre-delete uninstall Jobs)."""
-    templates = render_templates(values, chart, release, namespace)
+    hooks too (helm runs those at their event only, e.g. the pre-delete uninstall Jobs);
+    api_versions as render_templates'."""
+    templates = render_templates(values, chart, release, namespace, api_versions)
     objects = []
     for path in sorted(templates):
         if path.endswith("/NOTES.txt"):

@@ -11,11 +11,12 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from chart import NAMESPACE, REPO, SUBCHARTS, UMBRELLA, default_manifest, is_hook, notes, render
+from chart import (NAMESPACE, PROMETHEUS_OPERATOR, REPO, SUBCHARTS, UMBRELLA, default_manifest, is_hook, notes,
+                   render)
 
 KUBERNETES_VERSIONS = ["1.33.0", "1.37.0"]
 # Custom resources the validator has no schema for.
-CUSTOM_KINDS = {"ServiceMonitor", "PrometheusRule"}
+CUSTOM_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
 CONTROLLERS = ["agent-controller", "modelapi-controller", "mcpserver-controller", "memorystore-controller",
                "authz-controller"]
 
@@ -220,12 +221,12 @@ def test_gateway_settings_reach_every_controller():
 def test_dashboards_and_alerts():
     objects = render({"dashboards": {"enabled": True}, "prometheusRule": {"enabled": True}, "global": {"serviceMonitor": {"enabled": True}}})
     dashboards = [c for c in by_kind(objects, "ConfigMap") if c["metadata"].get("labels", {}).get("grafana_dashboard") == "1"]
-    assert sorted(c["metadata"]["name"] for c in dashboards) == ["kaos-dashboard-controllers", "kaos-dashboard-resources"]
-    selected, exprs_of_dashboards = [], []
+    assert sorted(c["metadata"]["name"] for c in dashboards) == [
+        "kaos-dashboard-agents", "kaos-dashboard-controllers", "kaos-dashboard-resources"]
+    selected, exprs_of_controller_dashboards = [], []
     for config_map in dashboards:
         (text,) = config_map["data"].values()
         dashboard = json.loads(text)
-        exprs_of_dashboards += [target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", [])]
         exprs = " ".join(t["expr"] for p in dashboard["panels"] for t in p["targets"])
         if dashboard["uid"] == "kaos-controllers":
             for metric in ["controller_runtime_reconcile_total", "controller_runtime_reconcile_errors_total",
@@ -234,11 +235,17 @@ def test_dashboards_and_alerts():
                            "workqueue_depth", "workqueue_retries_total", "workqueue_queue_duration_seconds_bucket",
                            "workqueue_longest_running_processor_seconds"]:
                 assert metric in exprs, metric
-        else:
+        elif dashboard["uid"] == "kaos-resources":
             assert "kaos_resources" in exprs
+        else:
+            # The workloads' dashboard (test_the_agents_dashboard): not the controllers'.
+            assert dashboard["uid"] == "kaos-agents"
+            continue
+        exprs_of_controller_dashboards += [target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", [])]
         selected += re.findall(r'controller=~"([^"]*)"', exprs)
     assert len(by_kind(objects, "ServiceMonitor")) == len(CONTROLLERS)
     (rule,) = by_kind(objects, "PrometheusRule")
+    assert [g["name"] for g in rule["spec"]["groups"]] == ["kaos-controllers"], "the workloads' alerts are opt-in"
     alerts = [r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]]
     assert alerts == ["KaosReconcileErrors", "KaosNoLeader"] + ["KaosControllerAbsent"] * len(CONTROLLERS) + ["KaosResourcesFailed"]
     # Every panel and alert that selects controllers by their metrics' `controller` label selects
@@ -247,10 +254,90 @@ def test_dashboards_and_alerts():
     assert len(selected) > 10 and set(selected) == {"|".join(c.removesuffix("-controller") for c in CONTROLLERS)}, selected
     # They select controllers by that label and by Lease name, never by pod or Deployment name
     # (the Deployments are `<full name>-manager`, not the Lease's name).
-    every = exprs_of_dashboards + [r["expr"] for g in rule["spec"]["groups"] for r in g["rules"]]
+    every = exprs_of_controller_dashboards + [r["expr"] for g in rule["spec"]["groups"] for r in g["rules"]]
     assert not [e for e in every if re.search(r'\b(pod|deployment)=~?"', e)], every
     # The alerts' behaviour is tested with promtool (tests/alerts); that the controllers export
-    # every series the dashboards and alerts query, by tests/e2e.rs.
+    # every series the dashboards and alerts query, by tests/e2e.rs; that every query names known
+    # series, by test_every_query_names_series_that_exist.
+
+
+# The series the dashboards and alerts may query, by who exports them.
+def controller_metrics():
+    """The controllers' (docs/metrics.md, whose table tests/e2e.rs holds them to): a histogram's
+    series are its _bucket, _sum and _count."""
+    found = set()
+    for name, kind in re.findall(r"^\| `([a-z_]+)` \| (counter|gauge|histogram) \|", (REPO / "docs" / "metrics.md").read_text(), re.M):
+        found |= {f"{name}_bucket", f"{name}_sum", f"{name}_count"} if kind == "histogram" else {name}
+    return found
+
+
+# kube-state-metrics v2 (docs/metrics/workload/{deployment,pod,horizontalpodautoscaler}-metrics.md
+# of github.com/kubernetes/kube-state-metrics): labels namespace and deployment, pod and container,
+# horizontalpodautoscaler.
+KUBE_STATE_METRICS = {
+    "kube_deployment_spec_replicas", "kube_deployment_status_replicas_ready", "kube_deployment_status_replicas_available",
+    "kube_pod_container_status_restarts_total", "kube_horizontalpodautoscaler_status_current_replicas",
+    "kube_horizontalpodautoscaler_status_desired_replicas", "kube_horizontalpodautoscaler_spec_max_replicas",
+    "kube_horizontalpodautoscaler_spec_min_replicas",
+}
+# LiteLLM's `prometheus` callback (DEFINED_PROMETHEUS_METRICS in litellm/types/integrations/prometheus.py
+# of github.com/BerriAI/litellm; docs.litellm.ai/docs/proxy/prometheus), as Python's prometheus_client
+# exposes them: a counter with `_total` appended, a histogram as _bucket, _sum and _count (LiteLLM's
+# own dashboards, cookbook/litellm_proxy_server/grafana_dashboard, query those names). Labels:
+# requested_model on the proxy request counters, model on tokens, spend and latencies; the
+# PodMonitor adds namespace, pod and modelapi.
+LITELLM_METRICS = {
+    "litellm_proxy_total_requests_metric_total", "litellm_proxy_failed_requests_metric_total",
+    "litellm_input_tokens_metric_total", "litellm_output_tokens_metric_total", "litellm_spend_metric_total", "litellm_request_total_latency_metric_bucket", "litellm_llm_api_latency_metric_bucket",
+}
+PROMQL_FUNCTIONS = {"sum", "max", "min", "avg", "count", "rate", "increase", "histogram_quantile", "label_replace",
+                    "vector", "absent"}
+PROMQL_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "and", "or", "unless", "bool"}
+
+
+def queried_series(expr):
+    """The metric names a PromQL expression selects (every function it calls must be a known one)."""
+    expr = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)  # string literals (regexes, label_replace's)
+    expr = re.sub(r"\{[^}]*\}|\[[^\]]*\]", " ", expr)  # label matchers, ranges
+    expr = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", r"\1 ", expr)  # label lists
+    expr = re.sub(r"\b(by|without)\s+(?=\()", "", expr)  # `max by (l) (x)`: max's argument
+    series = set()
+    for word, call in re.findall(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(\s*\()?", expr):
+        if word in PROMQL_KEYWORDS:
+            continue
+        if call:
+            assert word in PROMQL_FUNCTIONS, f"unknown function {word} in {expr}"
+        else:
+            series.add(word)
+    return series
+
+
+def test_every_query_names_series_that_exist():
+    everything = {"dashboards": {"enabled": True}, "prometheusRule": {"enabled": True},
+                  "global": {"workloadMonitoring": {"enabled": True}}}
+    objects = render(everything)
+    known = controller_metrics() | KUBE_STATE_METRICS | LITELLM_METRICS
+    assert {"controller_runtime_reconcile_time_seconds_bucket", "kaos_resources", "workqueue_depth"} <= known
+    used = {}
+    for config_map in [c for c in by_kind(objects, "ConfigMap") if "grafana_dashboard" in c["metadata"]["labels"]]:
+        dashboard = json.loads(next(iter(config_map["data"].values())))
+        exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+        # Template variables: label_values(<selector>, <label>).
+        exprs += [re.sub(r"^label_values\((.*), *\w+\)$", r"\1", v["query"]["query"])
+                  for v in dashboard["templating"]["list"] if v["type"] == "query"]
+        used["dashboard", dashboard["uid"]] = set().union(*(queried_series(e) for e in exprs))
+    (rule,) = by_kind(objects, "PrometheusRule")
+    for group in rule["spec"]["groups"]:
+        used["rules", group["name"]] = set().union(*(queried_series(r["expr"]) for r in group["rules"]))
+    for source, series in used.items():
+        assert series and series <= known, (source, sorted(series - known))
+    # The controllers' dashboards and alerts read the controllers only; the workloads', never them.
+    for source in [("dashboard", "kaos-controllers"), ("dashboard", "kaos-resources"), ("rules", "kaos-controllers")]:
+        assert used[source] <= controller_metrics(), source
+    assert used["dashboard", "kaos-agents"] == KUBE_STATE_METRICS - {"kube_horizontalpodautoscaler_spec_min_replicas"} | LITELLM_METRICS
+    assert used["rules", "kaos-workloads"] == KUBE_STATE_METRICS - {
+        "kube_deployment_status_replicas_ready", "kube_horizontalpodautoscaler_status_desired_replicas"} | {
+        "litellm_proxy_total_requests_metric_total", "litellm_proxy_failed_requests_metric_total"}
 
 
 def rules(values, **kwargs):
@@ -261,7 +348,9 @@ def rules(values, **kwargs):
 
 def test_alerts_link_the_runbooks_at_a_configurable_address():
     base = "https://docs.example.com/kaos/runbooks.html"
-    for rule in rules({"prometheusRule": {"runbookUrl": base}}):
+    alerts = rules({"prometheusRule": {"runbookUrl": base}, "global": {"workloadMonitoring": {"enabled": True}}})
+    assert len(alerts) == 12, "the controllers' and the workloads'"
+    for rule in alerts:
         assert rule["annotations"]["runbook_url"] == f"{base}#{rule['alert'].lower()}"
 
 
@@ -277,6 +366,165 @@ def test_lease_alerts_watch_the_installed_controllers_leases_only():
                       'absent(leader_election_master_status{name="prod-kaos-authz-controller"})']
     none = rules({name: {"enabled": False} for name in CONTROLLERS})
     assert [r["alert"] for r in none] == ["KaosReconcileErrors", "KaosResourcesFailed"]
+
+
+# The workloads' monitoring (global.workloadMonitoring; docs/metrics.md, "Monitoring the workloads").
+WORKLOAD_MONITORING = {
+    "prometheusRule": {"enabled": True}, "dashboards": {"enabled": True},
+    "global": {"workloadMonitoring": {"enabled": True, "podMonitor": {
+        "labels": {"release": "prom"}, "annotations": {"team": "platform"}, "interval": "15s"}}},
+}
+WORKLOAD_ALERTS = ["KaosWorkloadNotReady", "KaosWorkloadRestarting", "KaosWorkloadAtMaxReplicas", "KaosModelAPIErrorRate"]
+
+
+def modelapi_controller_env(objects):
+    return dict(container_env(deployments(objects)["kaos-modelapi-controller-manager"]))
+
+
+def workload_rules(values, **kwargs):
+    (rule,) = by_kind(render({**values, "prometheusRule": {"enabled": True}}, **kwargs), "PrometheusRule")
+    return [r for g in rule["spec"]["groups"] if g["name"] == "kaos-workloads" for r in g["rules"]]
+
+
+def test_workload_monitoring_is_off_by_default():
+    for api_versions in [(), PROMETHEUS_OPERATOR]:
+        objects = render({"prometheusRule": {"enabled": True}}, api_versions=api_versions)
+        assert not by_kind(objects, "PodMonitor")
+        assert "LITELLM_PROMETHEUS_METRICS" not in modelapi_controller_env(objects)
+        assert not workload_rules({}, api_versions=api_versions)
+    assert "Workload" not in notes({"prometheusRule": {"enabled": True}}, api_versions=PROMETHEUS_OPERATOR)
+
+
+def test_the_pod_monitor_needs_the_prometheus_operator():
+    # Enabled where the Prometheus Operator's CRDs are not served (`helm template` without
+    # --api-versions, a cluster without them): no PodMonitor, which could not be applied; LiteLLM
+    # serves its metrics all the same, and the NOTES say why there is no PodMonitor.
+    objects = render(WORKLOAD_MONITORING)
+    assert not by_kind(objects, "PodMonitor")
+    assert modelapi_controller_env(objects)["LITELLM_PROMETHEUS_METRICS"] == "true"
+    assert "Workload monitoring: no PodMonitor" in notes(WORKLOAD_MONITORING)
+    # The PodMonitor API alone is enough (helm template --api-versions monitoring.coreos.com/v1/PodMonitor).
+    assert names(render(WORKLOAD_MONITORING, api_versions=["monitoring.coreos.com/v1/PodMonitor"]), "PodMonitor") == [
+        "kaos-modelapis"]
+
+
+def test_the_pod_monitor_scrapes_the_litellm_of_proxy_modelapis():
+    objects = render(WORKLOAD_MONITORING, api_versions=PROMETHEUS_OPERATOR)
+    (monitor,) = by_kind(objects, "PodMonitor")
+    assert monitor["metadata"]["namespace"] == NAMESPACE
+    assert monitor["metadata"]["labels"] == {"release": "prom", "app.kubernetes.io/part-of": "kaos", "app.kubernetes.io/instance": "kaos",
+                                             "app.kubernetes.io/component": "workload-monitoring"}
+    assert monitor["metadata"]["annotations"] == {"team": "platform"}
+    spec = monitor["spec"]
+    # The pods of every ModelAPI (the labels the modelapi controller gives them), in any namespace.
+    assert spec["selector"] == {"matchLabels": {"app": "modelapi"}}
+    assert spec["namespaceSelector"] == {"any": True}
+    (endpoint,) = spec["podMetricsEndpoints"]
+    assert (endpoint["port"], endpoint["path"], endpoint["interval"]) == ("http", "/metrics/", "15s")
+    # LiteLLM's port only (Proxy mode): Hosted ModelAPIs' pods run Ollama on 11434, which has no
+    # metrics, under the same labels. Each series names its ModelAPI.
+    assert endpoint["relabelings"] == [
+        {"sourceLabels": ["__meta_kubernetes_pod_container_port_number"], "regex": "8000", "action": "keep"},
+        {"sourceLabels": ["__meta_kubernetes_pod_label_modelapi"], "targetLabel": "modelapi", "action": "replace"},
+    ]
+    # LiteLLM's prometheus callback: the modelapi controller alone is told.
+    for name, deployment in deployments(objects).items():
+        env = dict(container_env(deployment))
+        assert env.get("LITELLM_PROMETHEUS_METRICS") == ("true" if name == "kaos-modelapi-controller-manager" else None), name
+    assert 'the PodMonitor kaos-modelapis scrapes LiteLLM\'s /metrics/ in Proxy ModelAPIs (labels {"release":"prom"})' in notes(
+        WORKLOAD_MONITORING, api_versions=PROMETHEUS_OPERATOR)
+
+
+def test_the_pod_monitor_matches_what_the_modelapi_controller_generates():
+    # Read-only check of the generator: its pods' labels, LiteLLM's port and the port's name.
+    build = (REPO / "crates" / "modelapi-controller" / "src" / "build.rs").read_text()
+    assert '("app".to_string(), "modelapi".to_string())' in build
+    assert '("modelapi".to_string(), name.to_string())' in build
+    assert "pub const PROXY_PORT: i32 = 8000;" in build and "pub const OLLAMA_PORT: i32 = 11434;" in build
+    assert 'name: Some("http".into())' in build
+
+
+def test_the_pod_monitor_namespaces():
+    def selector(value):
+        values = {"global": {"workloadMonitoring": {"enabled": True, "podMonitor": {"namespaceSelector": value}}}}
+        (monitor,) = by_kind(render(values, api_versions=PROMETHEUS_OPERATOR), "PodMonitor")
+        return monitor["spec"]["namespaceSelector"]
+    # Helm merges the map with its default, so matchNames alone still has `any: true`: the list wins.
+    assert selector({"matchNames": ["team-a", "team-b"]}) == {"matchNames": ["team-a", "team-b"]}
+    assert selector({"any": False, "matchNames": ["team-a"]}) == {"matchNames": ["team-a"]}
+    assert selector({"any": True}) == {"any": True}
+
+
+def test_workload_monitoring_of_modelapis_can_be_turned_off():
+    values = {"global": {"workloadMonitoring": {"enabled": True, "modelAPIs": False}}}
+    objects = render(values, api_versions=PROMETHEUS_OPERATOR)
+    assert not by_kind(objects, "PodMonitor")
+    assert "LITELLM_PROMETHEUS_METRICS" not in modelapi_controller_env(objects)
+    assert [r["alert"] for r in workload_rules(values)] == WORKLOAD_ALERTS[:3]
+    # Without the modelapi controller, no ModelAPI is scraped nor alerted on.
+    without = {**WORKLOAD_MONITORING, "modelapi-controller": {"enabled": False}}
+    assert not by_kind(render(without, api_versions=PROMETHEUS_OPERATOR), "PodMonitor")
+    assert [r["alert"] for r in workload_rules(without)] == WORKLOAD_ALERTS[:3]
+
+
+def test_workload_alerts_select_the_generated_workloads():
+    on = {"global": {"workloadMonitoring": {"enabled": True}}}
+    alerts = workload_rules(on)
+    assert [r["alert"] for r in alerts] == WORKLOAD_ALERTS
+    assert {r["alert"]: r.get("for") for r in alerts} == {
+        "KaosWorkloadNotReady": "10m", "KaosWorkloadRestarting": None, "KaosWorkloadAtMaxReplicas": "15m", "KaosModelAPIErrorRate": "10m"}
+    assert all(r["labels"] == {"severity": "warning"} for r in alerts)
+    exprs = {r["alert"]: r["expr"] for r in alerts}
+    # The Deployments, pods and autoscalers the controllers generate: `<kind>-<name>`.
+    workloads = '"(agent|modelapi|mcpserver|memorystore)-.+"'
+    assert f"kube_deployment_status_replicas_available{{deployment=~{workloads}}}) == 0" in exprs["KaosWorkloadNotReady"]
+    assert f"kube_pod_container_status_restarts_total{{pod=~{workloads}}}[15m])) > 3" in exprs["KaosWorkloadRestarting"]
+    assert (f"kube_horizontalpodautoscaler_status_current_replicas{{horizontalpodautoscaler=~{workloads}}})\n"
+            f"  >= max by (namespace, horizontalpodautoscaler) (kube_horizontalpodautoscaler_spec_max_replicas") in exprs["KaosWorkloadAtMaxReplicas"]
+    assert exprs["KaosModelAPIErrorRate"] == (
+        'sum by (namespace, modelapi) (rate(litellm_proxy_failed_requests_metric_total{modelapi!=""}[5m]))\n'
+        '/ sum by (namespace, modelapi) (rate(litellm_proxy_total_requests_metric_total{modelapi!=""}[5m]))\n'
+        '> 0.05')
+    # Namespaced mode: the watched namespaces only; and the installed controllers' kinds only.
+    namespaced = workload_rules({"global": {"workloadMonitoring": {"enabled": True}, "watchNamespaces": ["team-a", "team-b"]},
+                                 "agent-controller": {"enabled": False}})
+    selectors = re.findall(r"\{([^}]*)\}", " ".join(r["expr"] for r in namespaced))
+    assert len(selectors) == 9 and all(s.startswith('namespace=~"team-a|team-b",') for s in selectors), selectors
+    assert not [s for s in selectors if "agent" in s]
+    assert all('"(modelapi|mcpserver|memorystore)-.+"' in s for s in selectors if "=~\"(" in s.split(",", 1)[1])
+    # No controller that generates workloads: no group.
+    assert not workload_rules({**on, **{c: {"enabled": False} for c in CONTROLLERS if c != "authz-controller"}})
+
+
+def test_the_agents_dashboard():
+    (config_map,) = [c for c in by_kind(render({"dashboards": {"enabled": True}}), "ConfigMap")
+                     if c["metadata"]["name"] == "kaos-dashboard-agents"]
+    dashboard = json.loads(config_map["data"]["agents.json"])
+    assert (dashboard["uid"], dashboard["title"]) == ("kaos-agents", "KAOS / Agents")
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["datasource"] == {"name": "datasource", "type": "datasource", "query": "prometheus", "label": "Data source"}
+    namespace = variables["namespace"]
+    assert namespace["multi"] and namespace["includeAll"] and namespace["allValue"] == ".*"
+    assert len({p["id"] for p in dashboard["panels"]}) == len(dashboard["panels"])
+    titles = []
+    for panel in dashboard["panels"]:
+        titles.append(panel["title"])
+        assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, panel["title"]
+        for target in panel["targets"]:
+            # Every selector is filtered by the namespace variable; LiteLLM's are the ModelAPIs'.
+            selectors = re.findall(r"(\w+)\{([^}]*)\}", target["expr"])
+            assert selectors, target["expr"]
+            for metric, matchers in selectors:
+                assert matchers.startswith('namespace=~"$namespace",'), target["expr"]
+                if metric.startswith("litellm_"):
+                    assert matchers.endswith('modelapi!=""'), target["expr"]
+                if panel["title"].startswith("Agents:"):
+                    assert matchers.endswith('deployment=~"agent-.+"'), target["expr"]
+    assert titles == ["Agents: ready and desired replicas", "Agents: readiness (ready of desired replicas)",
+                      "Workloads without an available replica", "Container restarts per workload (last 15 minutes)",
+                      "Autoscalers: current, desired and maximum replicas", "Model requests per second",
+                      "Model requests failing (of all requests)", "Tokens per second per model (input, output)",
+                      "Spend per model (last hour)", "Request latency per model (p50, p95)", "Provider latency per model (p95)"]
 
 
 def test_one_replica_has_no_disruption_budget():
@@ -454,7 +702,7 @@ def test_monitoring_objects_take_extra_labels_and_annotations():
 
 CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding"}
 EVERYTHING = {"dashboards": {"enabled": True, "namespace": "monitoring"}, "prometheusRule": {"enabled": True},
-              "global": {"serviceMonitor": {"enabled": True}}}
+              "global": {"serviceMonitor": {"enabled": True}, "workloadMonitoring": {"enabled": True}}}
 
 
 def object_names(objects):
@@ -463,11 +711,12 @@ def object_names(objects):
 
 
 def test_names_derive_from_the_release():
-    objects = render(EVERYTHING, release="prod", namespace="team-prod")
+    objects = render(EVERYTHING, release="prod", namespace="team-prod", api_versions=PROMETHEUS_OPERATOR)
     for kind, _, name in object_names(objects):
         assert name.startswith("prod-kaos-") or name == "prod-kaos" or name == "kaos-mcp-runtimes", (kind, name)
     assert names(objects, "Deployment") == [f"prod-kaos-{c}-manager" for c in sorted(CONTROLLERS)]
     assert names(objects, "PrometheusRule") == ["prod-kaos"]
+    assert names(objects, "PodMonitor") == ["prod-kaos-modelapis"]
     for deployment in by_kind(objects, "Deployment"):
         # The Deployment is its controller's full name plus `-manager`; everything else, the full name.
         name = deployment["metadata"]["name"].removesuffix("-manager")
@@ -487,10 +736,11 @@ def test_names_derive_from_the_release():
 
 def test_default_names_are_unchanged():
     # The binaries' default Lease names and the tests that run them rely on these.
-    objects = render(EVERYTHING)
+    objects = render(EVERYTHING, api_versions=PROMETHEUS_OPERATOR)
     assert names(objects, "PrometheusRule") == ["kaos"]
+    assert names(objects, "PodMonitor") == ["kaos-modelapis"]
     assert sorted(c["metadata"]["name"] for c in by_kind(objects, "ConfigMap")) == [
-        "kaos-dashboard-controllers", "kaos-dashboard-resources", "kaos-mcp-runtimes"]
+        "kaos-dashboard-agents", "kaos-dashboard-controllers", "kaos-dashboard-resources", "kaos-mcp-runtimes"]
     for deployment in by_kind(objects, "Deployment"):
         lease = dict(container_env(deployment))["LEADER_ELECTION_ID"]
         assert deployment["metadata"]["name"] == f"{lease}-manager"
@@ -498,13 +748,14 @@ def test_default_names_are_unchanged():
 
 
 def test_two_releases_in_different_namespaces_do_not_collide():
-    first = object_names(render(EVERYTHING, release="kaos", namespace="kaos-a"))
-    second = object_names(render(EVERYTHING, release="kaos-b", namespace="kaos-b"))
+    first = object_names(render(EVERYTHING, release="kaos", namespace="kaos-a", api_versions=PROMETHEUS_OPERATOR))
+    second = object_names(render(EVERYTHING, release="kaos-b", namespace="kaos-b", api_versions=PROMETHEUS_OPERATOR))
     assert not first & second
+    assert ("PodMonitor", "kaos-b", "kaos-b-modelapis") in second
     # Cluster-scoped objects have no namespace, and the dashboards share one (dashboards.namespace).
     shared = [(k, n) for k, _, n in second if k in CLUSTER_SCOPED or "dashboard" in n]
-    # A ClusterRole and its binding per controller, the metrics reader role, two dashboards.
-    assert len(shared) == 2 * len(CONTROLLERS) + 3 and not {(k, n) for k, _, n in first} & set(shared)
+    # A ClusterRole and its binding per controller, the metrics reader role, three dashboards.
+    assert len(shared) == 2 * len(CONTROLLERS) + 4 and not {(k, n) for k, _, n in first} & set(shared)
 
 
 def test_name_overrides():
@@ -531,6 +782,132 @@ def test_name_overrides():
     long_deployments = names(long, "Deployment")
     assert len(set(long_deployments)) == len(CONTROLLERS)
     assert all(len(n) <= 63 and n.endswith("-controller-manager") for n in long_deployments), long_deployments
+
+
+# The NetworkPolicies of the generated workloads (global.networkPolicy; docs/network-policy.md,
+# "Chart values"): the NETWORK_POLICY_* environment of the controllers that generate workloads.
+WORKLOAD_CONTROLLERS = [c for c in CONTROLLERS if c != "authz-controller"]
+OTLP_EGRESS = [{
+    "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}},
+            "podSelector": {"matchExpressions": [{"key": "app.kubernetes.io/name", "operator": "In",
+                                                  "values": ["opentelemetry-collector"]}]}},
+           {"ipBlock": {"cidr": "10.0.0.0/8", "except": ["10.1.0.0/16"]}}],
+    "ports": [{"port": 4317, "protocol": "TCP"}, {"port": 4318, "endPort": 4319}],
+}]
+NETWORK_POLICY = {"global": {"networkPolicy": {
+    "enabled": True, "namespaces": ["team-a", "team-b"],
+    "clusterCIDRs": ["10.244.0.0/16", "10.96.0.0/12", "fd00::/8"],
+    "external": {"cidrs": ["0.0.0.0/0", "::/0"], "ports": [443, "8000-8100/TCP"]},
+    # "" drops a default label (Helm brings back a key set to null in a subchart's global).
+    "dns": {"podLabels": {"k8s-app": "", "app.kubernetes.io/name": "coredns"}, "ports": ["53/UDP"]},
+    "gateway": {"namespaceLabels": {"kubernetes.io/metadata.name": "gateways"},
+                "podLabels": {"gateway.envoyproxy.io/owning-gateway-name": "kaos-gateway", "app": "envoy"}},
+    # An empty map keeps the default labels (Helm merges maps).
+    "scraper": {"namespaceLabels": {"kubernetes.io/metadata.name": "", "team": "obs"}, "podLabels": {}},
+    "apiServer": {"cidrs": ["172.18.0.2/32"], "ports": ["6443/TCP"]},
+    "database": {"cidrs": ["10.50.0.0/24"], "ports": []},
+    "mcpEgress": {"*": [], "slack": ["external"]},
+    "extraEgress": OTLP_EGRESS,
+}}}
+NETWORK_POLICY_RULE = {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"],
+                       "verbs": ["list", "watch", "get", "create", "patch", "delete"]}
+
+
+def network_policy_env(values):
+    """{Deployment name: [(name, value)] of its NETWORK_POLICY_* variables, in order}."""
+    return {name: [(k, v) for k, v in container_env(d) if k.startswith("NETWORK_POLICY_")]
+            for name, d in deployments(render(values)).items()}
+
+
+def controllers_network_policy_defaults():
+    """{variable: default} of the controllers' NetworkPolicy settings (read-only: settings.rs)."""
+    source = (REPO / "crates" / "kaos-runtime" / "src" / "network_policy" / "settings.rs").read_text()
+    variables = dict(re.findall(r'pub const (\w+_ENV): &str = "(NETWORK_POLICY_\w+)";', source))
+    constants = {name: plain or raw for name, plain, raw in
+                 re.findall(r'^const (DEFAULT_\w+): &str = (?:"([^"]*)"|r#"(.*)"#);', source, re.M)}
+    defaults = {}
+    for arg in re.findall(r"#\[arg\((.*?)\n\s*\)\]", source, re.S):
+        variable = variables[re.search(r"env = (\w+_ENV)", arg).group(1)]
+        default = re.search(r'default_value(?:_t)? = (DEFAULT_\w+|"[^"]*"|false)', arg).group(1)
+        defaults[variable] = constants[default] if default in constants else default.strip('"')
+    assert len(defaults) == len(variables) == 18, defaults
+    return defaults
+
+
+def test_network_policies_are_off_by_default_and_set_nothing():
+    # Off, no variable at all: the controllers' default is off (and they delete the policies
+    # they made while it was on).
+    assert network_policy_env({}) == {f"kaos-{c}-manager": [] for c in CONTROLLERS}
+    assert "NETWORK_POLICY_" not in default_manifest()
+    assert controllers_network_policy_defaults()["NETWORK_POLICY_ENABLED"] == "false"
+
+
+def test_the_network_policy_defaults_are_the_controllers_own():
+    # Turned on with the chart's defaults, every variable says what the controllers assume
+    # without it: the values' defaults change nothing but `enabled`.
+    want = {**controllers_network_policy_defaults(), "NETWORK_POLICY_ENABLED": "true"}
+    env = network_policy_env({"global": {"networkPolicy": {"enabled": True}}})
+    for controller in WORKLOAD_CONTROLLERS:
+        assert dict(env[f"kaos-{controller}-manager"]) == want, controller
+    assert want["NETWORK_POLICY_MCP_EGRESS"] == '{"*":["external"],"kubernetes":["apiserver"]}'
+    # The authz controller generates no pods: no NetworkPolicy settings.
+    assert env["kaos-authz-controller-manager"] == []
+
+
+def test_network_policy_values_reach_the_controllers_converted():
+    env = network_policy_env(NETWORK_POLICY)
+    extra = json.dumps(OTLP_EGRESS, sort_keys=True, separators=(",", ":"))
+    assert extra.startswith('[{"ports":[{"port":4317,"protocol":"TCP"},{"endPort":4319,"port":4318}],"to":')
+    want = [
+        ("NETWORK_POLICY_ENABLED", "true"),
+        ("NETWORK_POLICY_NAMESPACES", "team-a,team-b"),
+        ("NETWORK_POLICY_CLUSTER_CIDRS", "10.244.0.0/16,10.96.0.0/12,fd00::/8"),
+        ("NETWORK_POLICY_EXTERNAL_CIDRS", "0.0.0.0/0,::/0"),
+        ("NETWORK_POLICY_EXTERNAL_PORTS", "443,8000-8100/TCP"),
+        ("NETWORK_POLICY_DNS_NAMESPACE_LABELS", "kubernetes.io/metadata.name=kube-system"),
+        ("NETWORK_POLICY_DNS_POD_LABELS", "app.kubernetes.io/name=coredns"),
+        ("NETWORK_POLICY_DNS_PORTS", "53/UDP"),
+        ("NETWORK_POLICY_GATEWAY_NAMESPACE_LABELS", "kubernetes.io/metadata.name=gateways"),
+        ("NETWORK_POLICY_GATEWAY_POD_LABELS", "app=envoy,gateway.envoyproxy.io/owning-gateway-name=kaos-gateway"),
+        ("NETWORK_POLICY_SCRAPER_NAMESPACE_LABELS", "team=obs"),
+        ("NETWORK_POLICY_SCRAPER_POD_LABELS", "app.kubernetes.io/name=prometheus"),
+        ("NETWORK_POLICY_APISERVER_CIDRS", "172.18.0.2/32"),
+        ("NETWORK_POLICY_APISERVER_PORTS", "6443/TCP"),
+        ("NETWORK_POLICY_DATABASE_CIDRS", "10.50.0.0/24"),
+        ("NETWORK_POLICY_DATABASE_PORTS", ""),
+        # Helm merges the map with its default: `kubernetes` stays.
+        ("NETWORK_POLICY_MCP_EGRESS", '{"*":[],"kubernetes":["apiserver"],"slack":["external"]}'),
+        ("NETWORK_POLICY_EXTRA_EGRESS", extra),
+    ]
+    for controller in WORKLOAD_CONTROLLERS:
+        assert env[f"kaos-{controller}-manager"] == want, controller
+    assert env["kaos-authz-controller-manager"] == []
+    # A controller's extraEnv still overrides one of them (it comes last).
+    values = {**NETWORK_POLICY, "agent-controller": {"extraEnv": [{"name": "NETWORK_POLICY_DNS_PORTS", "value": "53"}]}}
+    agent = container_env(deployments(render(values))["kaos-agent-controller-manager"])
+    assert agent[-1] == ("NETWORK_POLICY_DNS_PORTS", "53")
+
+
+def test_every_workload_controller_may_manage_its_network_policies():
+    # Granted even with the policies off (the default): the controllers watch their policies
+    # always, so the ones left from when they were on are deleted. Also the autoscalers and
+    # budgets of the workloads (docs/scaling.md); MemoryStores have budgets but no autoscaler.
+    autoscalers = {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"],
+                   "verbs": ["list", "watch", "get", "create", "patch", "delete"]}
+    budgets = {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"],
+               "verbs": ["list", "watch", "get", "create", "patch", "delete"]}
+    for values in [{}, {"global": {"watchNamespaces": ["team-a"]}}]:
+        objects = render(values)
+        for controller in CONTROLLERS:
+            roles = [r for r in by_kind(objects, "ClusterRole") + by_kind(objects, "Role")
+                     if r["metadata"]["name"] == f"kaos-{controller}"]
+            assert len(roles) == 1, (controller, values)
+            rules = roles[0]["rules"]
+            workloads = controller != "authz-controller"
+            assert (NETWORK_POLICY_RULE in rules) == workloads, controller
+            assert (budgets in rules) == workloads, controller
+            assert (autoscalers in rules) == (controller in KINDS), controller
+            assert not [r for r in rules if "networking.k8s.io" in r["apiGroups"] and r != NETWORK_POLICY_RULE]
 
 
 BAD_VALUES = [
@@ -561,6 +938,17 @@ BAD_VALUES = [
     ({"agent-controller": {"podSecurity": "none"}}, "/podSecurity"),
     ({"global": {"uninstall": {"releaseFinalizer": False}}}, "releaseFinalizer"),
     ({"global": {"uninstall": {"releaseFinalizers": "no"}}}, "/global/uninstall/releaseFinalizers"),
+    ({"global": {"workloadMonitoring": {"enabeld": True}}}, "enabeld"),
+    ({"global": {"workloadMonitoring": {"modelAPIs": "yes"}}}, "/global/workloadMonitoring/modelAPIs"),
+    ({"global": {"workloadMonitoring": {"podMonitor": {"interval": "often"}}}}, "/global/workloadMonitoring/podMonitor/interval"),
+    ({"global": {"workloadMonitoring": {"podMonitor": {"namespaceSelector": {"matchName": ["a"]}}}}}, "matchName"),
+    ({"global": {"workloadMonitoring": {"podMonitor": {"labels": {"release": 1}}}}},
+     "/global/workloadMonitoring/podMonitor/labels/release"),
+    ({"global": {"networkPolicy": {"clusterCidrs": ["10.0.0.0/8"]}}}, "clusterCidrs"),
+    ({"global": {"networkPolicy": {"dns": {"ports": [70000]}}}}, "/global/networkPolicy/dns/ports/0"),
+    ({"global": {"networkPolicy": {"gateway": {"podLabels": {"app": 1}}}}}, "/global/networkPolicy/gateway/podLabels/app"),
+    ({"global": {"networkPolicy": {"mcpEgress": {"slack": ["everywhere"]}}}}, "/global/networkPolicy/mcpEgress/slack/0"),
+    ({"global": {"networkPolicy": {"extraEgress": [{"to": [{"podSelectr": {}}]}]}}}, "podSelectr"),
 ]
 
 
@@ -575,7 +963,7 @@ def test_the_schema_rejects_unknown_keys_and_wrong_types(values, key):
 
 def test_every_value_set_in_the_tests_passes_the_schema_and_lint():
     for values in [PLACEMENT, EVERYTHING, {"global": {"runAsUser": None, "runAsGroup": None}},
-                   {"global": {"metrics": {"secure": False}}},
+                   {"global": {"metrics": {"secure": False}}}, WORKLOAD_MONITORING, NETWORK_POLICY,
                    {"global": {"metrics": {"certSecret": "c", "readers": [{"kind": "Group", "name": "ops"}]},
                                "serviceMonitor": {"enabled": True, "ca": {"configMap": {"name": "ca", "key": "ca.crt"}}}}}]:
         result = helm_python.lint(str(UMBRELLA), values, strict=True, kube_version="v1.33.0")
@@ -620,6 +1008,9 @@ def test_notes_say_what_was_installed_and_how_to_check_it():
     assert 'PrometheusRule: prod-kaos (labels {"release":"prom"})' in text
     assert "Metrics: https, port 8443" in text and "ClusterRole prod-kaos-metrics-reader" in text
     assert "Metrics: port 8080" in notes({"global": {"metrics": {"secure": False}}})
+    text = notes(WORKLOAD_MONITORING, release="prod", api_versions=PROMETHEUS_OPERATOR)
+    assert "Workload alerts: the group kaos-workloads of the PrometheusRule prod-kaos" in text
+    assert "the PodMonitor prod-kaos-modelapis scrapes" in text
 
 
 def chart_readme():
@@ -657,13 +1048,16 @@ VARIATIONS = {
     "metrics-certificate": {"global": {"metrics": {"certSecret": "kaos-metrics-cert", "readers": [
         {"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}]}}},
     "namespaced-secure": {"global": {"watchNamespaces": ["team-a"], "metrics": {"readers": [{"kind": "Group", "name": "ops"}]}}},
+    "workload-monitoring": WORKLOAD_MONITORING,
+    "network-policy": NETWORK_POLICY,
 }
 
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 @pytest.mark.parametrize("variation", sorted(VARIATIONS))
 def test_rendered_objects_validate_strictly(variation, version):
-    for obj in render(VARIATIONS[variation], hooks=True):
+    # As installed where the Prometheus Operator's CRDs exist (its objects are custom kinds).
+    for obj in render(VARIATIONS[variation], hooks=True, api_versions=PROMETHEUS_OPERATOR):
         if obj["kind"] in CUSTOM_KINDS:
             continue
         kubernetes_validate.validate(obj, version, strict=True)
@@ -792,6 +1186,8 @@ MEMORYSTORE_RULES = [
     {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list", "watch", "get", "create", "patch", "delete"]},
     {"apiGroups": ["gateway.networking.k8s.io"], "resources": ["httproutes"],
      "verbs": ["list", "watch", "get", "create", "patch", "delete"]},
+    {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"],
+     "verbs": ["list", "watch", "get", "create", "patch", "delete"]},
     {"apiGroups": [""], "resources": ["secrets", "configmaps"], "verbs": ["get"]},
     {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
 ]
@@ -833,7 +1229,7 @@ def test_the_authz_controller_is_granted_exactly_what_it_uses():
     (role,) = [r for r in by_kind(objects, "ClusterRole") if r["metadata"]["name"] == "kaos-authz-controller"]
     assert role["rules"] == AUTHZ_RULES + METRICS_AUTH_RULES
     groups = {g for rule in role["rules"] for g in rule["apiGroups"]}
-    assert not groups & {"apps", "policy", "gateway.networking.k8s.io"}, "no children"
+    assert not groups & {"apps", "policy", "autoscaling", "gateway.networking.k8s.io", "networking.k8s.io"}, "no children"
     (lease_role,) = [r for r in by_kind(objects, "Role") if r["metadata"]["name"] == "kaos-authz-controller-leader-election"]
     assert lease_role["metadata"]["namespace"] == NAMESPACE
     assert lease_role["rules"] == [

@@ -50,6 +50,9 @@ def release(cluster):
     values += ["global.controllerLogFormat=text"]
     # The tests read the replicas' metrics in plain HTTP; secure metrics: test_metrics_auth.py.
     values += ["global.metrics.secure=false"]
+    # Graph-derived NetworkPolicies in one namespace only (test_autoscaling_scale_budgets_...).
+    values += ["global.networkPolicy.enabled=true",
+               f"global.networkPolicy.namespaces={{{SCALING_NAMESPACE}}}"]
     install_chart(cluster, NAMESPACE, *values)
     yield
     remove_chart(cluster, NAMESPACE)
@@ -540,6 +543,71 @@ def test_memory_stores_get_their_service_claim_and_budget(cluster, controllers, 
     wait_until("the budget to be deleted at one pod",
                lambda: cluster.get(f"{budgets}/memorystore-shared") is None)
     wait_until("the external MemoryStore Ready on one pod", ready)
+
+
+# An autoscaled agent next to a coordinator/worker pair (the namespace where the release turns
+# graph-derived NetworkPolicies on).
+SCALING_NAMESPACE = "scaling"
+AUTOSCALED = textwrap.dedent("""\
+    ---
+    apiVersion: kaos.tools/v1alpha1
+    kind: Agent
+    metadata: {name: elastic}
+    spec:
+      modelAPI: llm-proxy
+      model: openai/gpt-4o-mini
+      autoscaling: {minReplicas: 2, maxReplicas: 4}
+    """)
+
+
+def agents_selected(policy, direction, side):
+    """The `agent` pod labels a NetworkPolicy's ingress (from) or egress (to) peers select."""
+    return sorted(peer["podSelector"]["matchLabels"]["agent"]
+                  for rule in policy["spec"].get(direction, [])
+                  for peer in rule.get(side, [])
+                  if "agent" in peer.get("podSelector", {}).get("matchLabels", {}))
+
+
+def test_autoscaling_scale_budgets_and_network_policies(cluster, controllers, namespaces):
+    """What docs/scaling.md and docs/network-policy.md promise, under the chart's RBAC and
+    accepted by the API server: an autoscaled agent's HorizontalPodAutoscaler and budget, its
+    Deployment created at minReplicas; `kubectl scale agent` through the scale subresource; a
+    NetworkPolicy per workload admitting exactly the agents that list it."""
+    namespace = namespaces.create(SCALING_NAMESPACE, RESTRICTED)
+    apply(cluster, namespace, model_api() + agent("coordinator", ["worker"]) + agent("worker")
+          + AUTOSCALED)
+    wait_converged(cluster, namespace, controllers=controllers)
+    base = f"/apis/%s/namespaces/{namespace}/%s"
+    elastic = cluster.get(f"{KAOS}/namespaces/{namespace}/agents/elastic")
+    hpa = cluster.get(base % ("autoscaling/v2", "horizontalpodautoscalers/agent-elastic"))
+    assert hpa["metadata"]["ownerReferences"][0]["uid"] == elastic["metadata"]["uid"]
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment",
+                                             "name": "agent-elastic"}
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (2, 4)
+    assert [m["resource"]["name"] for m in hpa["spec"]["metrics"]] == ["cpu", "memory"]
+    assert deployments(cluster, namespace)["agent-elastic"]["spec"]["replicas"] == 2
+    budget = cluster.get(base % ("policy/v1", "poddisruptionbudgets/agent-elastic"))
+    assert budget["spec"]["maxUnavailable"] == 1
+    assert cluster.get(base % ("policy/v1", "poddisruptionbudgets/agent-worker")) is None
+
+    cluster.kubectl("scale", "agent", "worker", "-n", namespace, "--replicas=2")
+    wait_until("the worker's Deployment at two pods and its budget", lambda: (
+        deployments(cluster, namespace)["agent-worker"]["spec"]["replicas"] == 2
+        and cluster.get(base % ("policy/v1", "poddisruptionbudgets/agent-worker"))))
+    wait_converged(cluster, namespace, controllers=controllers)
+    worker = cluster.get(f"{KAOS}/namespaces/{namespace}/agents/worker")
+    assert worker["spec"]["replicas"] == 2
+    assert worker["status"]["selector"] == "agent=worker,app=agent"
+
+    policies = {p["metadata"]["name"]: p for p in
+                cluster.items(base % ("networking.k8s.io/v1", "networkpolicies"))}
+    assert set(policies) >= {"agent-coordinator", "agent-worker", "agent-elastic",
+                             "modelapi-llm-proxy"}, sorted(policies)
+    assert agents_selected(policies["agent-worker"], "ingress", "from") == ["coordinator"]
+    assert agents_selected(policies["agent-coordinator"], "egress", "to") == ["worker"]
+    assert agents_selected(policies["agent-elastic"], "ingress", "from") == []
+    for policy in policies.values():
+        assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"], policy
 
 
 # An AccessGrant and a ThirdPartyService naming an Agent and the quickstart's ModelAPI, the

@@ -5,10 +5,12 @@ Everything one controller needs, from its chart's values (documented in its valu
   .Values.rbac.systemRules: rules in the release namespace only (e.g. the MCP runtime registry)
   .Values.<pod setting> (nodeSelector, tolerations, ...): this controller's, over .Values.global's
 and .Values.global for the settings every controller shares. Called with
-(dict "root" $ "env" <list of {name, value}> "resource" <plural, e.g. agents>): the environment
-only this controller reads, and the kind whose finalizer it adds (released on uninstall); no
-"resource" for kinds without a finalizer (MemoryStores, AccessGrants, ThirdPartyServices), which
-need no uninstall hook.
+(dict "root" $ "env" <list of {name, value}> "resource" <plural, e.g. agents> "workloads" true):
+the environment only this controller reads, and the kind whose finalizer it adds (released on
+uninstall); no "resource" for kinds without a finalizer (MemoryStores, AccessGrants,
+ThirdPartyServices), which need no uninstall hook. "workloads": the controller generates pods
+(agents, ModelAPIs, MCP servers, MemoryStores), so it takes the settings of their
+NetworkPolicies (global.networkPolicy); the authz controller generates none.
 */}}
 
 {{/*
@@ -117,6 +119,71 @@ annotations:
 - apiGroups: ["authorization.k8s.io"]
   resources: ["subjectaccessreviews"]
   verbs: ["create"]
+{{- end -}}
+
+{{/* A label map as the controllers read it: `k=v,k2=v2`, keys sorted; none: empty. A key whose
+value is empty is left out: Helm merges a map of global values with the subcharts' defaults (a key
+set to null comes back), so `""` is how a default label is dropped. */}}
+{{- define "kaos-lib.labelText" -}}
+{{- $pairs := list -}}
+{{- range $key, $value := . -}}
+{{- if $value -}}
+{{- $pairs = append $pairs (printf "%s=%s" $key $value) -}}
+{{- end -}}
+{{- end -}}
+{{- join "," $pairs -}}
+{{- end -}}
+
+{{/*
+The NETWORK_POLICY_* environment of a controller that generates workloads, from
+global.networkPolicy (docs/network-policy.md, "Chart values"), when it is enabled: lists as
+comma-separated text, label maps as `k=v,k2=v2`, the MCP egress map and the extra egress rules as
+JSON. Disabled, nothing: the controllers' default is off (and they delete the policies they made).
+*/}}
+{{- define "kaos-lib.networkPolicyEnv" -}}
+{{- $policy := . -}}
+{{- $external := $policy.external | default dict -}}
+{{- $dns := $policy.dns | default dict -}}
+{{- $gateway := $policy.gateway | default dict -}}
+{{- $scraper := $policy.scraper | default dict -}}
+{{- $apiServer := $policy.apiServer | default dict -}}
+{{- $database := $policy.database | default dict -}}
+- name: NETWORK_POLICY_ENABLED
+  value: "true"
+- name: NETWORK_POLICY_NAMESPACES
+  value: {{ join "," ($policy.namespaces | default list) | quote }}
+- name: NETWORK_POLICY_CLUSTER_CIDRS
+  value: {{ join "," ($policy.clusterCIDRs | default list) | quote }}
+- name: NETWORK_POLICY_EXTERNAL_CIDRS
+  value: {{ join "," ($external.cidrs | default list) | quote }}
+- name: NETWORK_POLICY_EXTERNAL_PORTS
+  value: {{ join "," ($external.ports | default list) | quote }}
+- name: NETWORK_POLICY_DNS_NAMESPACE_LABELS
+  value: {{ include "kaos-lib.labelText" $dns.namespaceLabels | quote }}
+- name: NETWORK_POLICY_DNS_POD_LABELS
+  value: {{ include "kaos-lib.labelText" $dns.podLabels | quote }}
+- name: NETWORK_POLICY_DNS_PORTS
+  value: {{ join "," ($dns.ports | default list) | quote }}
+- name: NETWORK_POLICY_GATEWAY_NAMESPACE_LABELS
+  value: {{ include "kaos-lib.labelText" $gateway.namespaceLabels | quote }}
+- name: NETWORK_POLICY_GATEWAY_POD_LABELS
+  value: {{ include "kaos-lib.labelText" $gateway.podLabels | quote }}
+- name: NETWORK_POLICY_SCRAPER_NAMESPACE_LABELS
+  value: {{ include "kaos-lib.labelText" $scraper.namespaceLabels | quote }}
+- name: NETWORK_POLICY_SCRAPER_POD_LABELS
+  value: {{ include "kaos-lib.labelText" $scraper.podLabels | quote }}
+- name: NETWORK_POLICY_APISERVER_CIDRS
+  value: {{ join "," ($apiServer.cidrs | default list) | quote }}
+- name: NETWORK_POLICY_APISERVER_PORTS
+  value: {{ join "," ($apiServer.ports | default list) | quote }}
+- name: NETWORK_POLICY_DATABASE_CIDRS
+  value: {{ join "," ($database.cidrs | default list) | quote }}
+- name: NETWORK_POLICY_DATABASE_PORTS
+  value: {{ join "," ($database.ports | default list) | quote }}
+- name: NETWORK_POLICY_MCP_EGRESS
+  value: {{ $policy.mcpEgress | default dict | toJson | quote }}
+- name: NETWORK_POLICY_EXTRA_EGRESS
+  value: {{ $policy.extraEgress | default list | toJson | quote }}
 {{- end -}}
 
 {{/* Where a global.metrics.certSecret is mounted (controller-runtime's usual path). */}}
@@ -386,6 +453,10 @@ spec:
               value: "true"
             - name: DEFAULT_TELEMETRY_ENDPOINT
               value: {{ $global.telemetry.endpoint | quote }}
+            {{- end }}
+            {{- $networkPolicy := $global.networkPolicy | default dict }}
+            {{- if and (get . "workloads") $networkPolicy.enabled }}
+            {{- include "kaos-lib.networkPolicyEnv" $networkPolicy | nindent 12 }}
             {{- end }}
             {{- with .env }}
             {{- toYaml . | nindent 12 }}
