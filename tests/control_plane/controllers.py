@@ -205,7 +205,8 @@ class Controllers:
                    "CONTROLLER_LOG_LEVEL": os.environ.get("KAOS_TEST_LOG", "info")}
             for var in container.get("env", []):
                 field = var.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
-                env[var["name"]] = var["value"] if "value" in var else fields[field]
+                # kube-apiserver leaves out an empty value: the variable is set, to "".
+                env[var["name"]] = fields[field] if field else var.get("value", "")
             env.update(extra_env or {})
             command = [str(BIN_DIR / binary), *container.get("args", [])]
             replica = Replica(binary, name, command, env, self.workdir / f"{name}.log")

@@ -436,8 +436,8 @@ def test_cel_validation_messages(servers, case, plural, body):
 # Discovery and Tables
 
 
-# Subresources of the testkit's kinds it does not serve (docs/testkit.md: no scale except
-# Deployments', log, exec, proxy, eviction, ...).
+# Subresources of the testkit's kinds it does not serve (docs/testkit.md: no scale of built-in
+# kinds but Deployments', log, exec, proxy, eviction, ...).
 UNSERVED_SUBRESOURCES = {
     "v1": {"namespaces/finalize", "pods/attach", "pods/binding", "pods/ephemeralcontainers",
            "pods/eviction", "pods/exec", "pods/log", "pods/portforward", "pods/proxy",
@@ -590,3 +590,25 @@ def test_create_in_a_terminating_namespace(servers):
         timeout=30, interval=0.2)
     same_status("create in it", servers.call("POST", base, configmap("late")))
     servers.merge(f"{base}/held", {"metadata": {"finalizers": None}})
+
+
+def test_custom_resource_scale_subresource(servers):
+    """An Agent's scale subresource (`kubectl scale agent`, KEDA): unreadable with no replicas
+    set, written, and a negative count refused at the CRD's specReplicasPath."""
+    path = f"{KAOS}/agents/scalable"
+    servers.call("POST", f"{KAOS}/agents", agent("scalable"))
+    servers.merge(f"{path}/status", {"status": {"replicas": 1, "selector": "agent=scalable"}})
+    scale = lambda replies: tuple(  # noqa: E731
+        (r.code, pick(comparable(r.body), "kind", "apiVersion", "metadata", "spec", "status"))
+        for r in replies)
+    # kube-apiserver cannot read a Scale while spec.replicas is unset (500), yet writes one.
+    replies = servers.call("GET", f"{path}/scale")
+    same_status("GET scale with no replicas set", replies)
+    same("its message", *(r.body["message"] for r in replies))
+    same("PATCH scale", *scale(servers.merge(f"{path}/scale", {"spec": {"replicas": 3}})))
+    same("GET scale", *scale(servers.call("GET", f"{path}/scale")))
+    same_object("the Agent after scaling", servers.call("GET", path),
+                "metadata.generation", "spec.replicas")
+    same_status("a negative scale", servers.merge(f"{path}/scale", {"spec": {"replicas": -1}}))
+    same_status("replicas and autoscaling together",
+                servers.merge(path, {"spec": {"autoscaling": {"maxReplicas": 2}}}))

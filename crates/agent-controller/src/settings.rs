@@ -1,4 +1,4 @@
-//! The agent-controller's flags and environment (`kaos-contract.md` §3).
+//! The agent-controller's flags and environment (`docs/contract.md` §3).
 
 use clap::Parser;
 use kaos_runtime::{DataPlaneArgs, GatewayArgs, RuntimeArgs};

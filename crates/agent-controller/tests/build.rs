@@ -1,4 +1,4 @@
-//! The pure Agent resolver and builder against every line of the contract (`kaos-contract.md` §2).
+//! The pure Agent resolver and builder against every line of the contract (`docs/contract.md` §2).
 
 use agent_controller::build::{Desired, advertised_endpoint, build};
 use agent_controller::resolve::{Blocked, Resolved, resolve};

@@ -1,5 +1,6 @@
-//! What KAOS 0.8.4 added to the Agent (`kaos-0.8.4.md` §1, §6): the system prompt, the tool call
-//! mode, autonomous goals, task budgets, remote memory bound to a MemoryStore, and the identity.
+//! What KAOS 0.8.4 added to the Agent (`docs/contract.md` §5.1, §5.6): the system prompt, the
+//! tool call mode, autonomous goals, task budgets, remote memory bound to a MemoryStore, and the
+//! identity.
 
 use agent_controller::build::build;
 use agent_controller::resolve::{Blocked, BoundMemory, Resolved, bind_memory};

@@ -48,12 +48,19 @@ async fn kubectl_scale_agent_sets_its_replicas_and_the_budget_follows() {
         "one pod: no budget, so a drain is never blocked"
     );
 
-    // `kubectl scale agent a --replicas 3` goes through the scale subresource.
-    let scale = h.agents.get_scale("a").await.expect("scale");
-    assert_eq!(
-        scale.status.as_ref().and_then(|s| s.selector.as_deref()),
-        Some("agent=a,app=agent")
+    // No Scale to read while spec.replicas is unset (kube-apiserver answers 500)...
+    let unset = h
+        .agents
+        .get_scale("a")
+        .await
+        .expect_err("no replicas to read");
+    assert!(
+        unset
+            .to_string()
+            .contains("\".spec.replicas\" does not exist"),
+        "{unset}"
     );
+    // ...but `kubectl scale agent a --replicas 3` (a patch of the scale subresource) works.
     h.agents
         .patch_scale(
             "a",
@@ -63,6 +70,12 @@ async fn kubectl_scale_agent_sets_its_replicas_and_the_budget_follows() {
         .await
         .expect("scale agent");
     deployment_replicas(&h, 3).await;
+    let scale = h.agents.get_scale("a").await.expect("scale");
+    assert_eq!(scale.spec.and_then(|s| s.replicas), Some(3));
+    assert_eq!(
+        scale.status.as_ref().and_then(|s| s.selector.as_deref()),
+        Some("agent=a,app=agent")
+    );
     let budget = kaos_tests::cluster::eventually("a budget at three pods", || async {
         budgets.get_opt("agent-a").await.ok().flatten()
     })

@@ -1,7 +1,7 @@
 //! The user's `spec.podSpec` merged over the generated pod spec with Kubernetes strategic-merge
 //! semantics, and the deterministic hash that tells when a rollout is due.
 //!
-//! Rules (`kaos-contract.md` §1): `containers`, `initContainers`, `ephemeralContainers`,
+//! Rules (`docs/contract.md` §1): `containers`, `initContainers`, `ephemeralContainers`,
 //! `volumes` and `imagePullSecrets` merge by `name`; inside a container `env` by `name`, `ports`
 //! by `containerPort`, `volumeMounts` by `mountPath`; maps merge key by key; scalars overwrite;
 //! every other list (`tolerations`, `command`, `args`, `envFrom`, …) is replaced; a patch

@@ -1,6 +1,6 @@
 //! Command-line flags (each also read from an environment variable) shared by the controllers:
 //! the process settings of controller-runtime managers, and the operator settings of
-//! `kaos-contract.md` §3 that more than one controller reads.
+//! `docs/contract.md` §3 that more than one controller reads.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

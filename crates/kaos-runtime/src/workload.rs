@@ -1,6 +1,6 @@
 //! Pure builders of the children all three kinds share: the Deployment around a pod spec, the
 //! ClusterIP Service, the Gateway API HTTPRoute, and the rules for user environment variables,
-//! container overrides and telemetry defaults (`kaos-contract.md` §1–§2).
+//! container overrides and telemetry defaults (`docs/contract.md` §1–§2).
 
 use std::collections::BTreeMap;
 

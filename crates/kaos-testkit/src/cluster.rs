@@ -13,7 +13,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::gc_index::GcIndex;
 use crate::meta;
 use crate::resources::{self, ResourceType};
-use crate::schema::{FieldErrorKind, UnknownFields};
+use crate::schema::{FieldError, FieldErrorKind, UnknownFields};
 use crate::selectors::{FieldSelector, LabelSelector};
 
 /// Which part of an object a write addresses.
@@ -894,7 +894,31 @@ impl State {
         let Some(schema) = &rt.schema else {
             return Ok(());
         };
-        schema.admit(object, old, options.unknown_fields).map_err(|errors| {
+        // A CRD with a scale subresource also has its replicas checked (kube-apiserver's
+        // ValidateScaleSpec/Status), at the path as the CRD spells it.
+        let scale_errors = |object: &Value| -> Vec<FieldError> {
+            rt.scale
+                .iter()
+                .flat_map(|paths| [&paths.spec_replicas, &paths.status_replicas])
+                .filter_map(|pointer| {
+                    let value = object.pointer(pointer)?;
+                    let detail = match value.as_i64() {
+                        Some(n) if n < 0 => "should be a non-negative integer".to_string(),
+                        Some(n) if n > i64::from(i32::MAX) => {
+                            format!("should be less than or equal to {}", i32::MAX)
+                        }
+                        _ => return None,
+                    };
+                    Some(FieldError::invalid(
+                        &pointer.replace('/', "."),
+                        value,
+                        detail,
+                    ))
+                })
+                .collect()
+        };
+        let admitted = schema.admit_with(object, old, options.unknown_fields, scale_errors);
+        admitted.map_err(|errors| {
             let unknown: Vec<String> = errors
                 .iter()
                 .filter(|e| e.kind == FieldErrorKind::Unknown)

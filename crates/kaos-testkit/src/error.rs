@@ -197,6 +197,17 @@ impl ApiError {
         Self::new(500, "InternalError", message.into(), json!({}))
     }
 
+    /// kube-apiserver's `NewInternalError`: the error's text as the message and its one cause.
+    pub fn internal_error(error: impl Into<String>) -> Self {
+        let error = error.into();
+        Self::new(
+            500,
+            "InternalError",
+            format!("Internal error occurred: {error}"),
+            json!({"causes": [{"message": error}]}),
+        )
+    }
+
     pub fn too_many_requests() -> Self {
         Self::new(
             429,

@@ -43,9 +43,10 @@ pub struct ScalePaths {
     /// A string selector in the object (a CRD's `labelSelectorPath`); None for Deployments,
     /// whose selector is `spec.selector.matchLabels`.
     pub label_selector: Option<String>,
-    /// What an unset spec replicas reads as: 1 for a Deployment (its default), 0 for a custom
-    /// resource (kube-apiserver's scale of a CR).
-    pub unset_replicas: i64,
+    /// A custom resource's: while its spec replicas are unset its Scale cannot be read
+    /// (kube-apiserver answers 500) but can be written, and its count is checked with the
+    /// resource (its schema and scale paths), not as a Scale.
+    pub custom_resource: bool,
 }
 
 impl ScalePaths {
@@ -54,7 +55,7 @@ impl ScalePaths {
             spec_replicas: "/spec/replicas".into(),
             status_replicas: "/status/replicas".into(),
             label_selector: None,
-            unset_replicas: 1,
+            custom_resource: false,
         }
     }
 
@@ -74,7 +75,7 @@ impl ScalePaths {
             status_replicas: path("statusReplicasPath")?
                 .ok_or("subresources.scale.statusReplicasPath is required")?,
             label_selector: path("labelSelectorPath")?,
-            unset_replicas: 0,
+            custom_resource: true,
         })
     }
 }

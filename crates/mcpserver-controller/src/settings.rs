@@ -1,4 +1,4 @@
-//! The mcpserver-controller's flags and environment (`kaos-contract.md` §3).
+//! The mcpserver-controller's flags and environment (`docs/contract.md` §3).
 
 use clap::Parser;
 use kaos_runtime::{DataPlaneArgs, GatewayArgs, RuntimeArgs};

@@ -1,4 +1,4 @@
-//! The pure ModelAPI builder against every line of the contract (`kaos-contract.md` §2).
+//! The pure ModelAPI builder against every line of the contract (`docs/contract.md` §2).
 
 use clap::Parser;
 use kaos_api::modelapi::ModelAPI;

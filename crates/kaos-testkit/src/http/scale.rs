@@ -30,8 +30,16 @@ pub fn serve(
             name,
         ));
     };
-    let current = scale_of(&cluster.get(rt, namespace, name)?, paths);
+    let object = cluster.get(rt, namespace, name)?;
+    let current = scale_of(&object, paths);
     let wanted = match method.as_str() {
+        // A custom resource without replicas has no Scale to read (writes set them).
+        "GET" if paths.custom_resource && object.pointer(&paths.spec_replicas).is_none() => {
+            return Err(ApiError::internal_error(format!(
+                "the spec replicas field \"{}\" does not exist",
+                paths.spec_replicas.replace('/', ".")
+            )));
+        }
         "GET" => return Ok((StatusCode::OK, current)),
         "PUT" => {
             let sent = body
@@ -63,8 +71,17 @@ pub fn serve(
             )));
         }
     };
-    let replicas = replicas(&wanted, name)?;
-    let change = at_path(&paths.spec_replicas, json!(replicas));
+    // A Deployment's Scale is checked as a Scale; a custom resource's count is checked with the
+    // resource (its schema and its scale path), as kube-apiserver does.
+    let replicas = if paths.custom_resource {
+        wanted
+            .pointer("/spec/replicas")
+            .cloned()
+            .unwrap_or(json!(0))
+    } else {
+        json!(replicas(&wanted, name)?)
+    };
+    let change = at_path(&paths.spec_replicas, replicas);
     let patch = Patch {
         kind: PatchType::Merge,
         body: &change,
@@ -142,7 +159,7 @@ fn scale_of(object: &Value, paths: &ScalePaths) -> Value {
             "resourceVersion": metadata["resourceVersion"],
             "creationTimestamp": metadata["creationTimestamp"],
         },
-        "spec": {"replicas": object.pointer(&paths.spec_replicas).cloned().unwrap_or(json!(paths.unset_replicas))},
+        "spec": {"replicas": object.pointer(&paths.spec_replicas).cloned().unwrap_or(json!(if paths.custom_resource { 0 } else { 1 }))},
         "status": {
             "replicas": object.pointer(&paths.status_replicas).cloned().unwrap_or(json!(0)),
             "selector": selector,

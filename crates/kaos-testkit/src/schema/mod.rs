@@ -66,6 +66,18 @@ impl CrdSchema {
         old: Option<&Value>,
         unknown: UnknownFields,
     ) -> Result<(), Vec<FieldError>> {
+        self.admit_with(object, old, unknown, |_| Vec::new())
+    }
+
+    /// [`Self::admit`] with the checks of the resource's own kind (`extra`: a CRD's scale
+    /// paths), reported where kube-apiserver reports them: after the schema's, before CEL's.
+    pub fn admit_with(
+        &self,
+        object: &mut Value,
+        old: Option<&Value>,
+        unknown: UnknownFields,
+        extra: impl FnOnce(&Value) -> Vec<FieldError>,
+    ) -> Result<(), Vec<FieldError>> {
         let mut errors = Vec::new();
         let unknown_paths = prune_default::prune(&self.schema, object, "");
         if unknown == UnknownFields::Reject {
@@ -73,6 +85,7 @@ impl CrdSchema {
         }
         prune_default::apply_defaults(&self.schema, object);
         structural::validate(&self.schema, object, "", &mut errors);
+        errors.extend(extra(object));
         // As kube-apiserver: CEL rules run unless a blocking error was found, which one more
         // error then reports.
         if errors.iter().any(FieldError::blocks_cel) {
