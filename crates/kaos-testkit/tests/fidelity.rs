@@ -422,7 +422,8 @@ async fn cel_rules_run_beside_bounds_and_are_skipped_after_blocking_errors() {
     let (_, body) = kit.call(Method::POST, AGENTS, Some(agent)).await;
     assert_eq!(
         body["message"],
-        "Agent.kaos.tools \"a\" is invalid: [spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0, spec.gatewayRoute.timeout: Invalid value: \"soon\": timeout must be a duration such as 30s, 5m, 1h30m or 500ms (0s sets no timeout)]"
+        // The schema's bound, the scale subresource's check at its path, then the CEL rule.
+        "Agent.kaos.tools \"a\" is invalid: [spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0, .spec.replicas: Invalid value: -1: should be a non-negative integer, spec.gatewayRoute.timeout: Invalid value: \"soon\": timeout must be a duration such as 30s, 5m, 1h30m or 500ms (0s sets no timeout)]"
     );
 
     let object_rule = json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "ModelAPI",
