@@ -54,8 +54,11 @@ impl Scratch {
 }
 
 impl Drop for Scratch {
+    /// Removed after a passing test; kept after a failing one, whose message points at the logs.
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 }
 

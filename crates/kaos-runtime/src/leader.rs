@@ -287,8 +287,20 @@ impl<S: LeaseStore> LeaderElector<S> {
                 let _ = leading.send(false);
                 return Ok(());
             }
-            match self.try_acquire_or_renew().await {
-                Ok(true) => last_renewal = Instant::now(),
+            // The attempt may not outlast the deadline: a renewal that hangs (a slow API server,
+            // a starved process) must not keep us leading past the moment a standby may take
+            // over. A success counts from when the attempt *started*: the record it wrote is no
+            // newer than that, so a standby's view of its expiry is never earlier.
+            let started = Instant::now();
+            let remaining = self
+                .config
+                .renew_deadline
+                .saturating_sub(last_renewal.elapsed());
+            let attempt = tokio::time::timeout(remaining, self.try_acquire_or_renew())
+                .await
+                .unwrap_or(Err(LeaseError::Timeout));
+            match attempt {
+                Ok(true) => last_renewal = started,
                 Ok(false) => {
                     // Someone else holds it now: we are no longer the leader, whatever the deadline.
                     let _ = leading.send(false);
@@ -301,7 +313,7 @@ impl<S: LeaseStore> LeaderElector<S> {
                     tracing::warn!(lease = %self.config.lease_name, "lease renewal failed: {e}")
                 }
             }
-            if last_renewal.elapsed() > self.config.renew_deadline {
+            if last_renewal.elapsed() >= self.config.renew_deadline {
                 self.leading = false;
                 let _ = leading.send(false);
                 return Err(ElectionError::Lost {

@@ -10,6 +10,8 @@ struct FakeStore {
     lease: Arc<Mutex<Option<Lease>>>,
     version: Arc<Mutex<u64>>,
     unreachable: Arc<Mutex<bool>>,
+    /// Calls never answer (a starved or overloaded API server).
+    hanging: Arc<Mutex<bool>>,
 }
 
 impl FakeStore {
@@ -33,7 +35,15 @@ impl FakeStore {
         }
     }
 
-    fn check(&self) -> Result<(), LeaseError> {
+    fn set_hanging(&self, hang: bool) {
+        *self.hanging.lock().expect("lock") = hang;
+    }
+
+    async fn check(&self) -> Result<(), LeaseError> {
+        let hanging = *self.hanging.lock().expect("lock");
+        if hanging {
+            std::future::pending::<()>().await;
+        }
         if *self.unreachable.lock().expect("lock") {
             Err(LeaseError::Api("connection refused".into()))
         } else {
@@ -44,12 +54,12 @@ impl FakeStore {
 
 impl LeaseStore for FakeStore {
     async fn get(&self) -> Result<Option<Lease>, LeaseError> {
-        self.check()?;
+        self.check().await?;
         Ok(self.lease.lock().expect("lock").clone())
     }
 
     async fn create(&self, mut lease: Lease) -> Result<Lease, LeaseError> {
-        self.check()?;
+        self.check().await?;
         let mut stored = self.lease.lock().expect("lock");
         if stored.is_some() {
             return Err(LeaseError::Conflict);
@@ -62,7 +72,7 @@ impl LeaseStore for FakeStore {
     }
 
     async fn replace(&self, mut lease: Lease) -> Result<Lease, LeaseError> {
-        self.check()?;
+        self.check().await?;
         let mut stored = self.lease.lock().expect("lock");
         let current = stored
             .as_ref()
@@ -188,10 +198,40 @@ async fn a_leader_that_cannot_renew_gives_up_after_the_renew_deadline() {
     );
     let waited = started.elapsed();
     assert!(
-        waited > Duration::from_secs(10) && waited <= Duration::from_secs(13),
+        // 10 s after the last renewal (the acquisition, 10 ms before the store went away).
+        waited >= Duration::from_millis(9_990) && waited <= Duration::from_secs(10),
         "gave up after {waited:?}"
     );
     assert!(!*leading.borrow());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_leader_whose_renewal_hangs_steps_down_at_the_deadline_not_after_the_call_timeout() {
+    let store = FakeStore::default();
+    let mut config = ElectionConfig::new("kaos-agent-controller", "kaos-system", "a");
+    // Calls may take longer than the renew deadline: the deadline still wins.
+    config.call_timeout = Duration::from_secs(30);
+    let (leading_tx, mut leading) = watch::channel(false);
+    let (_shutdown_tx, shutdown) = watch::channel(false);
+    let acquired = Instant::now();
+    let run = tokio::spawn(LeaderElector::new(store.clone(), config).run(leading_tx, shutdown));
+    leading.wait_for(|l| *l).await.expect("acquired");
+    // One more renewal, then every call hangs.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    store.set_hanging(true);
+    let last_renewal_started = acquired + Duration::from_secs(2);
+    leading.wait_for(|l| !*l).await.expect("stepped down");
+    let stepped_down = Instant::now();
+    assert!(
+        stepped_down <= last_renewal_started + Duration::from_secs(10),
+        "a standby may take over 15 s after it saw the last renewal; the leader stepped down \
+         {:?} after that renewal started (deadline 10 s)",
+        stepped_down - last_renewal_started
+    );
+    assert!(matches!(
+        run.await.expect("task"),
+        Err(ElectionError::Lost { .. })
+    ));
 }
 
 #[tokio::test(start_paused = true)]
