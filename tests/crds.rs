@@ -72,9 +72,37 @@ fn crds_have_the_contracted_names_columns_and_subresources() {
             vec!["mcp", "mcps"],
             vec!["Runtime", "Ready", "Phase", "Age"],
         ),
+        (
+            "agentworkflows",
+            "AgentWorkflow",
+            vec!["awf"],
+            vec!["Schedule", "Suspend", "Last Schedule", "Ready", "Age"],
+        ),
+        (
+            "agentworkflowruns",
+            "AgentWorkflowRun",
+            vec!["awfr"],
+            vec![
+                "Workflow",
+                "Phase",
+                "Trigger",
+                "Started",
+                "Completed",
+                "Age",
+            ],
+        ),
     ];
     let crds = kaos_api::crd::all();
-    for ((_, crd), (plural, kind, short, columns)) in crds.iter().zip(expected) {
+    for (plural, kind, short, columns) in expected {
+        let crd = &crds
+            .iter()
+            .find(|(_, crd)| crd.spec.names.plural == plural)
+            .unwrap_or_else(|| panic!("a CRD of {plural}"))
+            .1;
+        assert_eq!(
+            crd.metadata.name.as_deref(),
+            Some(format!("{plural}.kaos.tools").as_str())
+        );
         assert_eq!(crd.spec.group, "kaos.tools");
         assert_eq!(crd.spec.scope, "Namespaced");
         assert_eq!(crd.spec.names.plural, plural);
@@ -101,6 +129,57 @@ fn crds_have_the_contracted_names_columns_and_subresources() {
             .map(|c| c.name.as_str())
             .collect();
         assert_eq!(names, columns, "{kind} printer columns");
+    }
+}
+
+/// The workflow kinds' columns read the fields they are named after, as `kubectl get` shows them,
+/// and the kinds are listed by `kubectl get kaos` with the others.
+#[test]
+fn workflow_columns_read_their_fields() {
+    let expected = [
+        (
+            "AgentWorkflow",
+            vec![
+                ("Schedule", "string", ".spec.schedule"),
+                ("Suspend", "boolean", ".spec.suspend"),
+                ("Last Schedule", "date", ".status.lastScheduleTime"),
+                (
+                    "Ready",
+                    "string",
+                    r#".status.conditions[?(@.type=="Ready")].status"#,
+                ),
+                ("Age", "date", ".metadata.creationTimestamp"),
+            ],
+        ),
+        (
+            "AgentWorkflowRun",
+            vec![
+                ("Workflow", "string", ".spec.workflowRef"),
+                ("Phase", "string", ".status.phase"),
+                ("Trigger", "string", ".spec.trigger"),
+                ("Started", "date", ".status.startTime"),
+                ("Completed", "date", ".status.completionTime"),
+                ("Age", "date", ".metadata.creationTimestamp"),
+            ],
+        ),
+    ];
+    let crds = kaos_api::crd::all();
+    for (kind, columns) in expected {
+        let (_, crd) = crds
+            .iter()
+            .find(|(_, crd)| crd.spec.names.kind == kind)
+            .unwrap_or_else(|| panic!("a CRD of {kind}"));
+        assert_eq!(
+            crd.spec.names.categories.as_deref(),
+            Some(&["kaos".to_string()][..])
+        );
+        let found: Vec<(&str, &str, &str)> = crd.spec.versions[0]
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .map(|c| (c.name.as_str(), c.type_.as_str(), c.json_path.as_str()))
+            .collect();
+        assert_eq!(found, columns, "{kind} printer columns");
     }
 }
 
@@ -183,20 +262,37 @@ fn pod_spec_is_validated_without_upstream_descriptions() {
     );
 }
 
-/// The kaos-crds chart's templates are the same CRDs, marked to survive `helm uninstall`.
+/// The kaos-crds chart's templates are the same CRDs, marked to survive `helm uninstall`, with
+/// each `{{` of their text escaped: Helm reads the templates as Go templates, and a description
+/// showing a step template (`{{ input }}`) would otherwise fail the chart.
 #[test]
 fn chart_crds_match_the_code() {
+    const ESCAPED: &str = "{{`{{`}}";
     let dir = repo_root().join("charts/kaos/charts/kaos-crds/templates");
+    let mut escapes = 0;
     for (file, mut crd) in kaos_api::crd::all() {
+        let committed = std::fs::read_to_string(dir.join(file)).unwrap_or_default();
+        assert!(
+            committed == kaos_api::crd::to_helm_template(&crd).expect("CRDs serialize to YAML"),
+            "charts/kaos/charts/kaos-crds/templates/{file} differs: run `cargo run -p kaos-api --bin crdgen -- --write-helm charts/kaos/charts/kaos-crds/templates`"
+        );
+        escapes += committed.matches(ESCAPED).count();
+        assert!(
+            !committed.replace(ESCAPED, "").contains("{{"),
+            "{file}: a Helm action that is not an escaped `{{`"
+        );
         crd.metadata
             .annotations
             .get_or_insert_with(Default::default)
             .insert("helm.sh/resource-policy".into(), "keep".into());
-        let generated = kaos_api::crd::to_yaml(&crd).expect("CRDs serialize to YAML");
-        let committed = std::fs::read_to_string(dir.join(file)).unwrap_or_default();
-        assert!(
-            committed == generated,
-            "charts/kaos/charts/kaos-crds/templates/{file} differs: run `cargo run -p kaos-api --bin crdgen -- --write-helm charts/kaos/charts/kaos-crds/templates`"
+        assert_eq!(
+            committed.replace(ESCAPED, "{{"),
+            kaos_api::crd::to_yaml(&crd).expect("CRDs serialize to YAML"),
+            "{file}: unescaped, the template is the CRD with the keep annotation"
         );
     }
+    assert!(
+        escapes > 0,
+        "the workflow step's template syntax is escaped"
+    );
 }

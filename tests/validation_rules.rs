@@ -4,6 +4,8 @@
 use kaos_api::agent::Agent;
 use kaos_api::mcpserver::MCPServer;
 use kaos_api::modelapi::ModelAPI;
+use kaos_api::workflow::{AgentWorkflow, AgentWorkflowRun, ConcurrencyPolicy, RunTrigger};
+use kaos_testkit::schema::{CrdSchema, FieldError, UnknownFields};
 use kaos_tests::Schemas;
 use serde_json::{Value, json};
 
@@ -28,6 +30,21 @@ fn memorystore(extra: Value) -> Value {
 fn grant(resources: Value) -> Value {
     json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "AccessGrant", "metadata": {"name": "g"},
            "spec": {"subjects": [{"kind": "Group", "name": "researchers"}], "resources": resources}})
+}
+/// An AgentWorkflow with these steps (`[name, agent]` pairs become `{name, agentRef}`) and
+/// these other spec fields.
+fn workflow(steps: Value, extra: Value) -> Value {
+    let mut spec = json!({"steps": steps});
+    spec.as_object_mut()
+        .expect("object")
+        .extend(extra.as_object().expect("object").clone());
+    json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "AgentWorkflow", "metadata": {"name": "wf"}, "spec": spec})
+}
+fn step(name: &str, depends_on: &[&str]) -> Value {
+    json!({"name": name, "agentRef": "writer", "dependsOn": depends_on})
+}
+fn run(spec: Value) -> Value {
+    json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "AgentWorkflowRun", "metadata": {"name": "wf-1"}, "spec": spec})
 }
 fn memory(memory: Value) -> Value {
     agent(json!({"modelAPI": "m", "model": "x", "config": {"memory": memory}}))
@@ -348,6 +365,119 @@ fn rejected_cases() -> Vec<(&'static str, Value, &'static str)> {
             r#"spec.container.resources.limits.memory: Invalid value: "1 GB": spec.container.resources.limits.memory in body should match '^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$'"#,
         ),
         (
+            "two steps of the same name",
+            workflow(json!([step("fetch", &[]), step("fetch", &[])]), json!({})),
+            "spec.steps: Invalid value: step names must be unique within a workflow",
+        ),
+        (
+            "a dependency on a step the workflow does not have",
+            workflow(
+                json!([step("fetch", &[]), step("summarize", &["fetch", "fecth"])]),
+                json!({}),
+            ),
+            "spec.steps: Invalid value: every dependsOn entry must name a step of this workflow",
+        ),
+        (
+            "a step that depends on itself",
+            workflow(
+                json!([
+                    step("fetch", &[]),
+                    step("summarize", &["fetch", "summarize"])
+                ]),
+                json!({}),
+            ),
+            "spec.steps[1].dependsOn: Invalid value: a step cannot depend on itself",
+        ),
+        (
+            "a step name that is not a DNS label",
+            workflow(json!([step("Fetch_Data", &[])]), json!({})),
+            "spec.steps[0].name: Invalid value: \"Fetch_Data\": spec.steps[0].name in body should match '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'",
+        ),
+        (
+            "a workflow without steps",
+            workflow(json!([]), json!({})),
+            "spec.steps: Invalid value: 0: spec.steps in body should have at least 1 items",
+        ),
+        (
+            "more than 32 steps",
+            workflow(
+                Value::Array((0..33).map(|i| step(&format!("s{i}"), &[])).collect()),
+                json!({}),
+            ),
+            "spec.steps: Too many: 33: must have at most 32 items",
+        ),
+        (
+            "a schedule that is not a cron expression",
+            workflow(
+                json!([step("fetch", &[])]),
+                json!({"schedule": "every day"}),
+            ),
+            "spec.schedule: Invalid value: \"every day\": schedule must be a cron expression of five fields separated by spaces (minute hour day-of-month month day-of-week) or one of @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly",
+        ),
+        (
+            "a schedule of six fields",
+            workflow(
+                json!([step("fetch", &[])]),
+                json!({"schedule": "0 0 9 * * 1-5"}),
+            ),
+            "spec.schedule: Invalid value: \"0 0 9 * * 1-5\": schedule must be a cron expression of five fields separated by spaces (minute hour day-of-month month day-of-week) or one of @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly",
+        ),
+        (
+            "an unknown concurrency policy",
+            workflow(
+                json!([step("fetch", &[])]),
+                json!({"concurrencyPolicy": "Queue"}),
+            ),
+            r#"spec.concurrencyPolicy: Unsupported value: "Queue": supported values: "Allow", "Forbid", "Replace""#,
+        ),
+        (
+            "a history limit above 100",
+            workflow(
+                json!([step("fetch", &[])]),
+                json!({"successfulRunsHistoryLimit": 101}),
+            ),
+            "spec.successfulRunsHistoryLimit: Invalid value: 101: spec.successfulRunsHistoryLimit in body should be less than or equal to 100",
+        ),
+        (
+            "a negative history limit",
+            workflow(
+                json!([step("fetch", &[])]),
+                json!({"failedRunsHistoryLimit": -1}),
+            ),
+            "spec.failedRunsHistoryLimit: Invalid value: -1: spec.failedRunsHistoryLimit in body should be greater than or equal to 0",
+        ),
+        (
+            "more than 10 retries",
+            workflow(
+                json!([{"name": "fetch", "agentRef": "writer", "retries": 11}]),
+                json!({}),
+            ),
+            "spec.steps[0].retries: Invalid value: 11: spec.steps[0].retries in body should be less than or equal to 10",
+        ),
+        (
+            "a step timeout of 0",
+            workflow(
+                json!([{"name": "fetch", "agentRef": "writer", "timeoutSeconds": 0}]),
+                json!({}),
+            ),
+            "spec.steps[0].timeoutSeconds: Invalid value: 0: spec.steps[0].timeoutSeconds in body should be greater than or equal to 1",
+        ),
+        (
+            "a step without an agent",
+            workflow(json!([{"name": "fetch"}]), json!({})),
+            "spec.steps[0].agentRef: Required value",
+        ),
+        (
+            "a run without a workflow",
+            run(json!({"input": "x"})),
+            "spec.workflowRef: Required value",
+        ),
+        (
+            "an unknown run trigger",
+            run(json!({"workflowRef": "wf", "trigger": "Webhook"})),
+            r#"spec.trigger: Unsupported value: "Webhook": supported values: "Manual", "Schedule""#,
+        ),
+        (
             "podSpec container without a name",
             agent(
                 json!({"modelAPI": "m", "model": "x", "podSpec": {"containers": [{"image": "i"}]}}),
@@ -420,6 +550,40 @@ fn good_manifests_near_each_rule_are_accepted() {
                            "mediumTerm": {"compactionTrigger": 0, "compactionTarget": 0}})),
         memorystore(json!({"storage": {"type": "external",
                                        "external": {"connectionSecretRef": secret}}, "replicas": 3})),
+        workflow(
+            json!([step("a", &[]), step("b", &["a"]), step("c", &["a", "b"])]),
+            json!({"schedule": "@daily", "timeZone": "Europe/Paris", "concurrencyPolicy": "Forbid",
+                   "suspend": true, "successfulRunsHistoryLimit": 0, "failedRunsHistoryLimit": 100}),
+        ),
+        workflow(json!([step("a", &[])]), json!({"schedule": "0 9 * * 1-5"})),
+        workflow(json!([step("a", &[])]), json!({"schedule": "@midnight"})),
+        workflow(
+            json!([step("a", &[])]),
+            json!({"schedule": "*/15 0-6,22,23 1 jan-jun MON"}),
+        ),
+        workflow(
+            json!([{"name": "research", "agentRef": "researcher", "input": "Find {{ input }}",
+                    "when": "input != ''", "timeoutSeconds": 86400, "retries": 10,
+                    "budgets": {"maxIterations": 1000, "maxRuntimeSeconds": 86400, "maxToolCalls": 0}}]),
+            json!({"input": "the news"}),
+        ),
+        // The most steps, each depending on every step before it: the rules' worst case.
+        workflow(
+            Value::Array(
+                (0..32)
+                    .map(|i| {
+                        let before: Vec<String> = (0..i).map(|j| format!("s{j}")).collect();
+                        let before: Vec<&str> = before.iter().map(String::as_str).collect();
+                        step(&format!("s{i}"), &before)
+                    })
+                    .collect(),
+            ),
+            json!({}),
+        ),
+        run(
+            json!({"workflowRef": "wf", "input": "other", "trigger": "Schedule",
+                   "scheduledTime": "2025-01-01T09:00:00Z"}),
+        ),
     ];
     for manifest in accepted {
         if let Err(errors) = schemas.admit(&manifest) {
@@ -482,6 +646,118 @@ fn schema_defaults_equal_rust_defaults() {
         };
         assert!(same, "{read}: stored object and manifest read differently");
     }
+}
+
+/// A diamond (`b` and `c` after `a`, `d` after both) is a valid workflow; what the API server
+/// stores has the schema's defaults, and reads into the same Rust value as the manifest.
+#[test]
+fn a_diamond_workflow_is_accepted_with_its_defaults() {
+    let schemas = Schemas::default();
+    let diamond = workflow(
+        json!([
+            {"name": "a", "agentRef": "planner"},
+            {"name": "b", "agentRef": "researcher", "dependsOn": ["a"]},
+            {"name": "c", "agentRef": "researcher", "dependsOn": ["a"]},
+            {"name": "d", "agentRef": "writer", "dependsOn": ["b", "c"]},
+        ]),
+        json!({}),
+    );
+    let stored = schemas.admit(&diamond).expect("a diamond is valid");
+    let spec = &stored["spec"];
+    assert_eq!(spec["concurrencyPolicy"], "Allow");
+    assert_eq!(spec["suspend"], false);
+    assert_eq!(spec["successfulRunsHistoryLimit"], 3);
+    assert_eq!(spec["failedRunsHistoryLimit"], 1);
+    for (i, step) in spec["steps"].as_array().expect("steps").iter().enumerate() {
+        assert_eq!(step["retries"], 0, "steps[{i}]");
+    }
+    assert_eq!(spec["steps"][0]["dependsOn"], json!([]));
+    assert_eq!(spec["steps"][3]["dependsOn"], json!(["b", "c"]));
+
+    let from_server: AgentWorkflow = serde_json::from_value(stored).expect("reads");
+    let from_manifest: AgentWorkflow = serde_json::from_value(diamond).expect("reads");
+    assert_eq!(from_server.spec, from_manifest.spec);
+    assert_eq!(
+        from_server.spec.concurrency_policy,
+        ConcurrencyPolicy::Allow
+    );
+    let written = serde_json::to_value(&from_server).expect("writes");
+    assert_eq!(
+        schemas
+            .admit(&written)
+            .expect("what the types write is valid"),
+        written,
+        "the types write every default the schema would add"
+    );
+}
+
+/// The schema of a kind, for updates (which [`Schemas::admit`] does not do).
+fn schema_of(kind: &str) -> CrdSchema {
+    let (_, crd) = kaos_api::crd::all()
+        .into_iter()
+        .find(|(_, crd)| crd.spec.names.kind == kind)
+        .expect("a kaos.tools kind");
+    CrdSchema::from_crd(&serde_json::to_value(crd).expect("serializes"), "v1alpha1")
+        .expect("serves v1alpha1")
+}
+
+fn update(schema: &CrdSchema, old: &Value, new: &Value) -> Result<Value, Vec<String>> {
+    let mut object = new.clone();
+    schema
+        .admit(&mut object, Some(old), UnknownFields::Reject)
+        .map(|()| object)
+        .map_err(|errors| errors.iter().map(FieldError::to_string).collect())
+}
+
+/// A run is what it was created as: its spec cannot change (its metadata and status can).
+#[test]
+fn a_run_spec_cannot_be_changed() {
+    let schema = schema_of("AgentWorkflowRun");
+    let mut created = run(json!({"workflowRef": "wf", "input": "first"}));
+    schema
+        .admit(&mut created, None, UnknownFields::Reject)
+        .expect("a run is valid");
+    assert_eq!(created["spec"]["trigger"], "Manual");
+    let read: AgentWorkflowRun = serde_json::from_value(created.clone()).expect("reads");
+    assert_eq!(read.spec.trigger, RunTrigger::Manual);
+
+    let message = "spec: Invalid value: the spec of a run cannot be changed: create a new AgentWorkflowRun instead";
+    for (change, patch) in [
+        ("input", json!({"input": "second"})),
+        ("workflowRef", json!({"workflowRef": "other"})),
+        ("trigger", json!({"trigger": "Schedule"})),
+        (
+            "scheduledTime",
+            json!({"scheduledTime": "2025-01-01T09:00:00Z"}),
+        ),
+    ] {
+        let mut changed = created.clone();
+        changed["spec"]
+            .as_object_mut()
+            .expect("object")
+            .extend(patch.as_object().expect("object").clone());
+        assert_eq!(
+            update(&schema, &created, &changed),
+            Err(vec![message.to_string()]),
+            "changing {change}"
+        );
+    }
+    let mut removed = created.clone();
+    removed["spec"]
+        .as_object_mut()
+        .expect("object")
+        .remove("input");
+    assert_eq!(
+        update(&schema, &created, &removed),
+        Err(vec![message.to_string()]),
+        "removing input"
+    );
+
+    let mut labelled = created.clone();
+    labelled["metadata"]["labels"] = json!({"team": "research"});
+    labelled["status"] =
+        json!({"phase": "Running", "steps": [{"name": "a", "phase": "Dispatching", "attempt": 1}]});
+    update(&schema, &created, &labelled).expect("metadata and status can change");
 }
 
 /// Readers ignore fields they do not know, so an older controller keeps working with a newer

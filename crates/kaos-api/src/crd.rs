@@ -14,6 +14,7 @@ use crate::agent::{self, Agent};
 use crate::mcpserver::{self, MCPServer};
 use crate::memorystore::{self, MemoryStore};
 use crate::modelapi::{self, ModelAPI};
+use crate::workflow::{AgentWorkflow, AgentWorkflowRun};
 
 /// Properties whose schemas come from Kubernetes' own types; descriptions below them are dropped.
 pub const EMBEDDED_KUBERNETES_TYPES: &[&str] = &[
@@ -54,12 +55,41 @@ pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
             "kaos.tools_thirdpartyservices.yaml",
             compact(ThirdPartyService::crd(), serde_json::json!([])),
         ),
+        (
+            "kaos.tools_agentworkflows.yaml",
+            compact(AgentWorkflow::crd(), serde_json::json!([])),
+        ),
+        (
+            "kaos.tools_agentworkflowruns.yaml",
+            compact(AgentWorkflowRun::crd(), serde_json::json!([])),
+        ),
     ]
 }
 
 /// A CRD as the YAML document committed in `deploy/crds/` and printed by `crdgen`.
 pub fn to_yaml(crd: &CustomResourceDefinition) -> Result<String, serde_saphyr::ser::Error> {
     serde_saphyr::to_string(crd)
+}
+
+/// A CRD as a template of the kaos-crds chart: annotated `helm.sh/resource-policy: keep` (so
+/// `helm uninstall` keeps it), and with every `{{` of its text (a description that shows a
+/// template, such as a workflow step's `{{ input }}`) written so that Helm renders it as it is
+/// instead of reading an action there.
+pub fn to_helm_template(
+    crd: &CustomResourceDefinition,
+) -> Result<String, serde_saphyr::ser::Error> {
+    let mut crd = crd.clone();
+    crd.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert("helm.sh/resource-policy".into(), "keep".into());
+    Ok(escape_helm_actions(&to_yaml(&crd)?))
+}
+
+/// `text` with each `{{` replaced by a Go template action that prints `{{` (a raw string), so
+/// Helm renders `text` unchanged.
+pub fn escape_helm_actions(text: &str) -> String {
+    text.replace("{{", "{{`{{`}}")
 }
 
 /// All CRDs as one multi-document YAML stream.

@@ -7,3 +7,4 @@ pub mod mcpserver;
 pub mod memorystore;
 pub mod modelapi;
 pub mod scaling;
+pub mod workflow;

@@ -586,7 +586,7 @@ async fn dev_with_kubeconfig_brings_the_quickstart_to_ready_on_an_existing_clust
         stderr.lines().collect::<Vec<_>>(),
         [
             format!(
-                "kaosctl: {} lacks CRD agents.kaos.tools, CRD modelapis.kaos.tools, CRD mcpservers.kaos.tools, CRD memorystores.kaos.tools, CRD accessgrants.kaos.tools, CRD thirdpartyservices.kaos.tools, the MCP runtime registry (ConfigMap kaos-system/kaos-mcp-runtimes)",
+                "kaosctl: {} lacks CRD agents.kaos.tools, CRD modelapis.kaos.tools, CRD mcpservers.kaos.tools, CRD memorystores.kaos.tools, CRD accessgrants.kaos.tools, CRD thirdpartyservices.kaos.tools, CRD agentworkflows.kaos.tools, CRD agentworkflowruns.kaos.tools, the MCP runtime registry (ConfigMap kaos-system/kaos-mcp-runtimes)",
                 server.url().trim_end_matches('/')
             )
             .as_str(),

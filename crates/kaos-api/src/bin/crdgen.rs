@@ -2,7 +2,8 @@
 //!
 //! `crdgen` prints to stdout; `crdgen --write DIR` (re)writes `DIR/<group>_<plural>.yaml`;
 //! `crdgen --write-helm DIR` writes the same files annotated `helm.sh/resource-policy: keep`, as
-//! templates of the kaos-crds chart (so `helm upgrade` upgrades them and uninstall keeps them);
+//! templates of the kaos-crds chart (so `helm upgrade` upgrades them and uninstall keeps them;
+//! a `{{` in their text is escaped so that Helm renders it as it is);
 //! `crdgen --write-docs FILE` rewrites the generated region of the API reference `FILE`
 //! (`docs/api.md`) from the same CRDs, leaving the hand-written text around it as it is.
 
@@ -31,15 +32,14 @@ fn main() -> ExitCode {
 
 fn write_all(dir: PathBuf, helm: bool) -> Result<(), String> {
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    for (file, mut crd) in kaos_api::crd::all() {
-        if helm {
-            crd.metadata
-                .annotations
-                .get_or_insert_with(Default::default)
-                .insert("helm.sh/resource-policy".into(), "keep".into());
-        }
+    for (file, crd) in kaos_api::crd::all() {
         let path = dir.join(file);
-        let yaml = kaos_api::crd::to_yaml(&crd).map_err(|e| e.to_string())?;
+        let yaml = if helm {
+            kaos_api::crd::to_helm_template(&crd)
+        } else {
+            kaos_api::crd::to_yaml(&crd)
+        }
+        .map_err(|e| e.to_string())?;
         std::fs::write(&path, yaml).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         eprintln!("wrote {}", path.display());
     }

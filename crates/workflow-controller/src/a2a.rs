@@ -1,0 +1,874 @@
+//! The A2A client that workflow steps call agents with: JSON-RPC 2.0 over plain HTTP to the KAOS
+//! agent runtime (pydantic-ai-server's `POST /`: SendMessage, GetTask, ListTasks, CancelTask).
+//! Agents are reached on their in-cluster Service, so no TLS. Every call has a deadline, and
+//! errors name the method and the endpoint but never a request body: it holds the user's input.
+
+use std::error::Error as StdError;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, Uri, header};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{Map, Value, json};
+
+/// The task metadata key a step's idempotency key travels under: the agent keeps a message's
+/// metadata on its task, so a dispatch whose answer was lost can be found again (ListTasks).
+pub const IDEMPOTENCY_KEY: &str = "kaos.tools/idempotency-key";
+
+/// The agent runtime's JSON-RPC error code for an unknown task id.
+const TASK_NOT_FOUND: i64 = -32001;
+
+/// ListTasks answers with every task the agent retains (up to 10,000, with their histories):
+/// bounded so that a runaway agent cannot make the controller buffer without limit.
+const MAX_RESPONSE_BYTES: usize = 32 << 20;
+
+/// The agent runtime's server (uvicorn) closes a connection idle for 5 s: ours are dropped
+/// first, so a request is not sent on a connection the agent is closing.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// A JSON-RPC error message is the agent's text: kept short in our errors and statuses.
+const MAX_ERROR_MESSAGE_CHARS: usize = 300;
+
+/// The autonomous-mode limits of one task. Unset fields take the agent's defaults (10
+/// iterations, 300 s, 50 tool calls); 0 means unlimited.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Budgets {
+    pub max_iterations: Option<i32>,
+    pub max_runtime_seconds: Option<i64>,
+    pub max_tool_calls: Option<i32>,
+}
+
+impl From<&kaos_api::workflow::StepBudgets> for Budgets {
+    fn from(budgets: &kaos_api::workflow::StepBudgets) -> Self {
+        Self {
+            max_iterations: budgets.max_iterations,
+            max_runtime_seconds: budgets.max_runtime_seconds,
+            max_tool_calls: budgets.max_tool_calls,
+        }
+    }
+}
+
+/// A task's lifecycle state as the agent reports it (`status.state`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskState {
+    Submitted,
+    Working,
+    /// The agent waits for a user's answer: a workflow has no user to give one.
+    InputRequired,
+    Completed,
+    Failed,
+    Canceled,
+    /// A state this client does not know, kept verbatim.
+    Other(String),
+}
+
+impl TaskState {
+    fn from_wire(state: &str) -> Self {
+        match state {
+            "submitted" => Self::Submitted,
+            "working" => Self::Working,
+            "input-required" => Self::InputRequired,
+            "completed" => Self::Completed,
+            "failed" => Self::Failed,
+            "canceled" => Self::Canceled,
+            other => Self::Other(other.to_string()),
+        }
+    }
+
+    /// Whether the task will not change any more.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, Self::Completed | Self::Failed | Self::Canceled)
+    }
+}
+
+/// What a workflow reads of an agent's task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Task {
+    pub id: String,
+    pub state: TaskState,
+    /// `status.message`: for a failed task, the agent's error.
+    pub message: Option<String>,
+    /// The task's answer: `output` when the agent set it (autonomous tasks), else the text of
+    /// its last agent message; empty while it has none.
+    pub output: String,
+    /// The idempotency key the task was sent with, if any.
+    pub idempotency_key: Option<String>,
+}
+
+/// Why an A2A call failed, in words that say what to look at. Never carries a request body.
+#[derive(Debug, thiserror::Error)]
+pub enum A2aError {
+    #[error("invalid agent endpoint {endpoint:?}: {reason}")]
+    InvalidEndpoint { endpoint: String, reason: String },
+    #[error("cannot connect to the agent at {endpoint}: {reason}")]
+    Connect { endpoint: String, reason: String },
+    #[error("{method} to the agent at {endpoint} failed: {reason}")]
+    Transport {
+        method: &'static str,
+        endpoint: String,
+        reason: String,
+    },
+    #[error("{method} to the agent at {endpoint} timed out after {}s", timeout.as_secs_f64())]
+    Timeout {
+        method: &'static str,
+        endpoint: String,
+        timeout: Duration,
+    },
+    #[error("{method} to the agent at {endpoint} answered HTTP {status}")]
+    HttpStatus {
+        method: &'static str,
+        endpoint: String,
+        status: http::StatusCode,
+    },
+    #[error("{method} to the agent at {endpoint} answered JSON-RPC error {code}: {message}")]
+    JsonRpc {
+        method: &'static str,
+        endpoint: String,
+        code: i64,
+        message: String,
+    },
+    #[error("{method} to the agent at {endpoint} gave a bad response: {reason}")]
+    BadResponse {
+        method: &'static str,
+        endpoint: String,
+        reason: String,
+    },
+}
+
+/// A JSON-RPC client for agents' A2A endpoints; cheap to clone (one connection pool).
+#[derive(Clone)]
+pub struct A2aClient {
+    http: Client<HttpConnector, Full<Bytes>>,
+    next_request_id: Arc<AtomicU64>,
+}
+
+impl Default for A2aClient {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl A2aClient {
+    pub fn new() -> Self {
+        Self {
+            http: Client::builder(TokioExecutor::new())
+                .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+                .build_http(),
+            next_request_id: Arc::new(AtomicU64::new(1)),
+        }
+    }
+
+    /// Sends `text` as a user message and returns the task the agent made of it. Without
+    /// budgets the agent answers once the task is done (interactive mode: `timeout` must cover
+    /// the whole run); with budgets it runs autonomously and answers at once, still working.
+    /// The idempotency key is also the task's context (the agent's session).
+    pub async fn send_message(
+        &self,
+        endpoint: &str,
+        text: &str,
+        idempotency_key: &str,
+        budgets: Option<&Budgets>,
+        timeout: Duration,
+    ) -> Result<Task, A2aError> {
+        let params = send_message_params(text, idempotency_key, budgets);
+        let result = self.call(endpoint, "SendMessage", params, timeout).await?;
+        parse_task(&result).map_err(|reason| bad_response("SendMessage", endpoint, reason))
+    }
+
+    /// The task `id`, or `None` when the agent does not know it (never had it, or forgot it:
+    /// the agent keeps a bounded number of tasks, in memory only).
+    pub async fn get_task(
+        &self,
+        endpoint: &str,
+        id: &str,
+        timeout: Duration,
+    ) -> Result<Option<Task>, A2aError> {
+        match self
+            .call(endpoint, "GetTask", json!({ "id": id }), timeout)
+            .await
+        {
+            Ok(result) => parse_task(&result)
+                .map(Some)
+                .map_err(|reason| bad_response("GetTask", endpoint, reason)),
+            Err(A2aError::JsonRpc { code, .. }) if code == TASK_NOT_FOUND => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// The newest task sent with this idempotency key, if the agent still has one: how a
+    /// dispatch whose answer was lost (timeout, controller restart) is found instead of sent
+    /// twice. The agent does not deduplicate by itself.
+    pub async fn find_task_by_key(
+        &self,
+        endpoint: &str,
+        idempotency_key: &str,
+        timeout: Duration,
+    ) -> Result<Option<Task>, A2aError> {
+        let result = self.call(endpoint, "ListTasks", json!({}), timeout).await?;
+        let tasks = result
+            .get("tasks")
+            .and_then(Value::as_array)
+            .ok_or_else(|| bad_response("ListTasks", endpoint, "no tasks list".to_string()))?;
+        // The agent lists newest first: the first match is the latest attempt with this key.
+        for task in tasks {
+            let key = task
+                .get("metadata")
+                .and_then(|metadata| metadata.get(IDEMPOTENCY_KEY))
+                .and_then(Value::as_str);
+            if key == Some(idempotency_key) {
+                return parse_task(task)
+                    .map(Some)
+                    .map_err(|reason| bad_response("ListTasks", endpoint, reason));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Asks the agent to cancel the task `id`. A task that is already finished, or that the
+    /// agent does not know, is nothing to cancel: both are success.
+    pub async fn cancel_task(
+        &self,
+        endpoint: &str,
+        id: &str,
+        timeout: Duration,
+    ) -> Result<(), A2aError> {
+        match self
+            .call(endpoint, "CancelTask", json!({ "id": id }), timeout)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(A2aError::JsonRpc { code, .. }) if code == TASK_NOT_FOUND => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// One JSON-RPC call: the `result` of the answer, or the error that says why there is none.
+    async fn call(
+        &self,
+        endpoint: &str,
+        method: &'static str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, A2aError> {
+        let uri = parse_endpoint(endpoint)?;
+        let id = self.next_request_id.fetch_add(1, Ordering::Relaxed);
+        let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        let request = Request::builder()
+            .method(Method::POST)
+            .uri(uri)
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::ACCEPT, "application/json")
+            .body(Full::new(Bytes::from(body.to_string())))
+            .map_err(|error| invalid_endpoint(endpoint, error.to_string()))?;
+
+        let exchange = async {
+            let response = self
+                .http
+                .request(request)
+                .await
+                .map_err(|error| request_error(method, endpoint, &error))?;
+            let status = response.status();
+            let bytes = Limited::new(response.into_body(), MAX_RESPONSE_BYTES)
+                .collect()
+                .await
+                .map_err(|error| body_error(method, endpoint, error))?
+                .to_bytes();
+            Ok::<_, A2aError>((status, bytes))
+        };
+        let (status, bytes) = tokio::time::timeout(timeout, exchange)
+            .await
+            .map_err(|_| A2aError::Timeout {
+                method,
+                endpoint: endpoint.to_string(),
+                timeout,
+            })??;
+
+        if !status.is_success() {
+            return Err(A2aError::HttpStatus {
+                method,
+                endpoint: endpoint.to_string(),
+                status,
+            });
+        }
+        let answer: Value = serde_json::from_slice(&bytes)
+            .map_err(|error| bad_response(method, endpoint, format!("not JSON ({error})")))?;
+        if let Some(error) = answer.get("error").filter(|error| !error.is_null()) {
+            return Err(A2aError::JsonRpc {
+                method,
+                endpoint: endpoint.to_string(),
+                code: error.get("code").and_then(Value::as_i64).unwrap_or(0),
+                message: shorten(
+                    error
+                        .get("message")
+                        .and_then(Value::as_str)
+                        .unwrap_or("(no message)"),
+                ),
+            });
+        }
+        match answer {
+            Value::Object(mut fields) => Ok(fields.remove("result").unwrap_or(Value::Null)),
+            _ => Err(bad_response(
+                method,
+                endpoint,
+                "not a JSON-RPC response object".to_string(),
+            )),
+        }
+    }
+}
+
+/// SendMessage's params: the text as one user text part, the idempotency key in the message
+/// metadata (the agent copies it onto the task) and as the context id, and the autonomous
+/// configuration only when the step has budgets.
+fn send_message_params(text: &str, idempotency_key: &str, budgets: Option<&Budgets>) -> Value {
+    let mut params = json!({
+        "message": {
+            "role": "user",
+            "parts": [{ "type": "text", "text": text }],
+            "metadata": { IDEMPOTENCY_KEY: idempotency_key },
+        },
+        "contextId": idempotency_key,
+    });
+    if let (Some(budgets), Value::Object(fields)) = (budgets, &mut params) {
+        let mut limits = Map::new();
+        if let Some(value) = budgets.max_iterations {
+            limits.insert("maxIterations".into(), value.into());
+        }
+        if let Some(value) = budgets.max_runtime_seconds {
+            limits.insert("maxRuntimeSeconds".into(), value.into());
+        }
+        if let Some(value) = budgets.max_tool_calls {
+            limits.insert("maxToolCalls".into(), value.into());
+        }
+        fields.insert(
+            "configuration".into(),
+            json!({ "mode": "autonomous", "budgets": limits }),
+        );
+    }
+    params
+}
+
+/// A task as the agent serializes it (`Task.to_dict`), read leniently: only the id and the
+/// state are required.
+fn parse_task(value: &Value) -> Result<Task, String> {
+    let id = value
+        .get("id")
+        .and_then(Value::as_str)
+        .ok_or("the task has no id")?;
+    let status = value.get("status");
+    let state = status
+        .and_then(|status| status.get("state"))
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("task {id} has no status.state"))?;
+    let message = status
+        .and_then(|status| status.get("message"))
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let output = value
+        .get("output")
+        .and_then(Value::as_str)
+        .filter(|output| !output.is_empty())
+        .map(str::to_string)
+        .unwrap_or_else(|| last_agent_text(value));
+    let idempotency_key = value
+        .get("metadata")
+        .and_then(|metadata| metadata.get(IDEMPOTENCY_KEY))
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    Ok(Task {
+        id: id.to_string(),
+        state: TaskState::from_wire(state),
+        message,
+        output,
+        idempotency_key,
+    })
+}
+
+/// The text parts of the task's last agent message, concatenated (parts of one message are one
+/// text); empty when the agent has not answered.
+fn last_agent_text(task: &Value) -> String {
+    let Some(history) = task.get("history").and_then(Value::as_array) else {
+        return String::new();
+    };
+    let Some(answer) = history
+        .iter()
+        .rev()
+        .find(|message| message.get("role").and_then(Value::as_str) == Some("agent"))
+    else {
+        return String::new();
+    };
+    answer
+        .get("parts")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|part| part.get("type").and_then(Value::as_str) == Some("text"))
+        .filter_map(|part| part.get("text").and_then(Value::as_str))
+        .collect()
+}
+
+/// An agent endpoint is a plain `http://host[:port][/path]` URL.
+fn parse_endpoint(endpoint: &str) -> Result<Uri, A2aError> {
+    let uri: Uri = endpoint
+        .parse()
+        .map_err(|error: http::uri::InvalidUri| invalid_endpoint(endpoint, error.to_string()))?;
+    if uri.scheme_str() != Some("http") {
+        return Err(invalid_endpoint(
+            endpoint,
+            "only http:// endpoints are supported".to_string(),
+        ));
+    }
+    if uri.authority().is_none() {
+        return Err(invalid_endpoint(endpoint, "no host".to_string()));
+    }
+    Ok(uri)
+}
+
+fn invalid_endpoint(endpoint: &str, reason: String) -> A2aError {
+    A2aError::InvalidEndpoint {
+        endpoint: endpoint.to_string(),
+        reason,
+    }
+}
+
+fn bad_response(method: &'static str, endpoint: &str, reason: String) -> A2aError {
+    A2aError::BadResponse {
+        method,
+        endpoint: endpoint.to_string(),
+        reason,
+    }
+}
+
+fn request_error(
+    method: &'static str,
+    endpoint: &str,
+    error: &hyper_util::client::legacy::Error,
+) -> A2aError {
+    // hyper's own message ("client error (Connect)") says little: its causes say what happened.
+    let reason = causes(error).unwrap_or_else(|| error.to_string());
+    if error.is_connect() {
+        A2aError::Connect {
+            endpoint: endpoint.to_string(),
+            reason,
+        }
+    } else {
+        A2aError::Transport {
+            method,
+            endpoint: endpoint.to_string(),
+            reason,
+        }
+    }
+}
+
+fn body_error(
+    method: &'static str,
+    endpoint: &str,
+    error: Box<dyn StdError + Send + Sync>,
+) -> A2aError {
+    if error.is::<LengthLimitError>() {
+        return bad_response(
+            method,
+            endpoint,
+            format!("the response is larger than {MAX_RESPONSE_BYTES} bytes"),
+        );
+    }
+    let reason = match causes(error.as_ref()) {
+        Some(causes) => format!("{error}: {causes}"),
+        None => error.to_string(),
+    };
+    A2aError::Transport {
+        method,
+        endpoint: endpoint.to_string(),
+        reason,
+    }
+}
+
+/// The messages of an error's sources, outermost first: "tcp connect error: Connection refused
+/// (os error 111)".
+fn causes(error: &(dyn StdError + 'static)) -> Option<String> {
+    let mut messages: Vec<String> = Vec::new();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let message = cause.to_string();
+        if messages.last() != Some(&message) {
+            messages.push(message);
+        }
+        source = cause.source();
+    }
+    (!messages.is_empty()).then(|| messages.join(": "))
+}
+
+fn shorten(message: &str) -> String {
+    match message.char_indices().nth(MAX_ERROR_MESSAGE_CHARS) {
+        Some((end, _)) => format!("{}…", &message[..end]),
+        None => message.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::extract::State;
+    use axum::http::StatusCode;
+    use axum::response::{IntoResponse, Response};
+    use axum::{Json, Router, routing::post};
+    use std::sync::Mutex;
+
+    const TIMEOUT: Duration = Duration::from_secs(5);
+
+    /// A fake agent: SendMessage makes a working task, each GetTask of it completes it with
+    /// an agent answer; every request's method and params are recorded.
+    #[derive(Default)]
+    struct FakeAgent {
+        tasks: Vec<Value>,
+        requests: Vec<(String, Value)>,
+        /// Answer every call with this JSON-RPC error.
+        rpc_error: Option<(i64, String)>,
+        /// Answer every call with this HTTP status.
+        http_status: Option<StatusCode>,
+        /// Wait this long before answering.
+        delay: Option<Duration>,
+    }
+
+    type Shared = Arc<Mutex<FakeAgent>>;
+
+    async fn rpc(State(agent): State<Shared>, Json(request): Json<Value>) -> Response {
+        let delay = agent.lock().map(|agent| agent.delay).unwrap_or_default();
+        if let Some(delay) = delay {
+            tokio::time::sleep(delay).await;
+        }
+        let mut agent = agent.lock().unwrap_or_else(|e| e.into_inner());
+        let method = request["method"].as_str().unwrap_or_default().to_string();
+        let params = request["params"].clone();
+        agent.requests.push((method.clone(), params.clone()));
+        if let Some(status) = agent.http_status {
+            return (status, "unavailable").into_response();
+        }
+        let id = request["id"].clone();
+        let reply = |result: Value| Json(json!({"jsonrpc": "2.0", "id": id, "result": result}));
+        let fail = |code: i64, message: &str| {
+            Json(json!({"jsonrpc": "2.0", "id": request["id"],
+                "error": {"code": code, "message": message, "data": null}}))
+        };
+        if let Some((code, message)) = &agent.rpc_error {
+            return fail(*code, message).into_response();
+        }
+        let task_index = |agent: &FakeAgent| {
+            agent
+                .tasks
+                .iter()
+                .position(|task| task["id"] == params["id"])
+        };
+        match method.as_str() {
+            "SendMessage" => {
+                let text = params["message"]["parts"][0]["text"].clone();
+                let task = json!({
+                    "id": format!("task_{}", agent.tasks.len() + 1),
+                    "sessionId": params["contextId"],
+                    "status": {"state": "working", "timestamp": "2025-01-01T00:00:00Z"},
+                    "history": [{"role": "user", "parts": [{"type": "text", "text": text}]}],
+                    "metadata": params["message"]["metadata"],
+                    "output": "",
+                });
+                agent.tasks.insert(0, task.clone());
+                reply(task).into_response()
+            }
+            "GetTask" => match task_index(&agent) {
+                Some(index) => {
+                    let task = &mut agent.tasks[index];
+                    if task["status"]["state"] == "working" {
+                        task["status"]["state"] = json!("completed");
+                        let answer = format!("echo: {}", task["history"][0]["parts"][0]["text"]);
+                        if let Some(history) = task["history"].as_array_mut() {
+                            history.push(json!({"role": "agent", "parts": [
+                                {"type": "text", "text": answer},
+                                {"type": "data", "data": {"ignored": true}},
+                            ]}));
+                        }
+                    }
+                    reply(task.clone()).into_response()
+                }
+                None => fail(TASK_NOT_FOUND, "Task not found").into_response(),
+            },
+            "ListTasks" => {
+                let count = agent.tasks.len();
+                reply(json!({"tasks": agent.tasks, "count": count})).into_response()
+            }
+            "CancelTask" => match task_index(&agent) {
+                Some(index) => {
+                    agent.tasks[index]["status"]["state"] = json!("canceled");
+                    reply(agent.tasks[index].clone()).into_response()
+                }
+                None => fail(TASK_NOT_FOUND, "Task not found").into_response(),
+            },
+            other => fail(-32601, &format!("Method not found: {other}")).into_response(),
+        }
+    }
+
+    async fn serve(agent: FakeAgent) -> (String, Shared) {
+        let shared: Shared = Arc::new(Mutex::new(agent));
+        let app = Router::new()
+            .route("/", post(rpc))
+            .with_state(shared.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind a local port");
+        let address = listener.local_addr().expect("a local address");
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (format!("http://{address}"), shared)
+    }
+
+    fn requests(agent: &Shared) -> Vec<(String, Value)> {
+        agent.lock().expect("the fake agent").requests.clone()
+    }
+
+    #[tokio::test]
+    async fn sends_then_polls_until_completed() -> Result<(), A2aError> {
+        let (endpoint, _agent) = serve(FakeAgent::default()).await;
+        let client = A2aClient::new();
+
+        let sent = client
+            .send_message(&endpoint, "hello", "run-1/a/1", None, TIMEOUT)
+            .await?;
+        assert_eq!(sent.state, TaskState::Working);
+        assert_eq!(sent.output, "");
+        assert_eq!(sent.idempotency_key.as_deref(), Some("run-1/a/1"));
+
+        let mut task = sent;
+        for _ in 0..3 {
+            if task.state.is_terminal() {
+                break;
+            }
+            task = client
+                .get_task(&endpoint, &task.id, TIMEOUT)
+                .await?
+                .expect("the task it just made");
+        }
+        assert_eq!(task.state, TaskState::Completed);
+        assert_eq!(task.output, "echo: \"hello\"");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn sends_the_kaos_wire_format_and_budgets_only_when_set() -> Result<(), A2aError> {
+        let (endpoint, agent) = serve(FakeAgent::default()).await;
+        let client = A2aClient::new();
+        client
+            .send_message(&endpoint, "plain", "k1", None, TIMEOUT)
+            .await?;
+        let budgets = Budgets {
+            max_iterations: Some(3),
+            max_runtime_seconds: None,
+            max_tool_calls: Some(7),
+        };
+        client
+            .send_message(&endpoint, "bounded", "k2", Some(&budgets), TIMEOUT)
+            .await?;
+
+        let sent = requests(&agent);
+        assert_eq!(sent[0].0, "SendMessage");
+        assert_eq!(
+            sent[0].1,
+            json!({
+                "message": {
+                    "role": "user",
+                    "parts": [{"type": "text", "text": "plain"}],
+                    "metadata": {"kaos.tools/idempotency-key": "k1"},
+                },
+                "contextId": "k1",
+            })
+        );
+        assert_eq!(
+            sent[1].1["configuration"],
+            json!({"mode": "autonomous", "budgets": {"maxIterations": 3, "maxToolCalls": 7}})
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn an_unknown_task_is_none_and_cancelling_it_is_no_error() -> Result<(), A2aError> {
+        let (endpoint, _agent) = serve(FakeAgent::default()).await;
+        let client = A2aClient::new();
+        assert_eq!(client.get_task(&endpoint, "nope", TIMEOUT).await?, None);
+        client.cancel_task(&endpoint, "nope", TIMEOUT).await?;
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn cancels_a_task() -> Result<(), A2aError> {
+        let (endpoint, _agent) = serve(FakeAgent::default()).await;
+        let client = A2aClient::new();
+        let task = client
+            .send_message(&endpoint, "long", "k", None, TIMEOUT)
+            .await?;
+        client.cancel_task(&endpoint, &task.id, TIMEOUT).await?;
+        let task = client.get_task(&endpoint, &task.id, TIMEOUT).await?;
+        assert_eq!(task.map(|task| task.state), Some(TaskState::Canceled));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn finds_the_newest_task_with_an_idempotency_key() -> Result<(), A2aError> {
+        let (endpoint, _agent) = serve(FakeAgent::default()).await;
+        let client = A2aClient::new();
+        client
+            .send_message(&endpoint, "one", "run/a/1", None, TIMEOUT)
+            .await?;
+        let second = client
+            .send_message(&endpoint, "two", "run/b/1", None, TIMEOUT)
+            .await?;
+        let retry = client
+            .send_message(&endpoint, "two again", "run/b/1", None, TIMEOUT)
+            .await?;
+        assert_ne!(second.id, retry.id);
+
+        let found = client
+            .find_task_by_key(&endpoint, "run/b/1", TIMEOUT)
+            .await?;
+        assert_eq!(found.map(|task| task.id), Some(retry.id));
+        assert_eq!(
+            client
+                .find_task_by_key(&endpoint, "run/c/1", TIMEOUT)
+                .await?,
+            None
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_json_rpc_error_says_its_code_and_message_but_not_the_request() {
+        let (endpoint, _agent) = serve(FakeAgent {
+            rpc_error: Some((-32602, "Message must contain text content".to_string())),
+            ..FakeAgent::default()
+        })
+        .await;
+        let error = A2aClient::new()
+            .send_message(&endpoint, "secret user text", "k", None, TIMEOUT)
+            .await
+            .expect_err("the agent refuses");
+        let message = error.to_string();
+        assert!(matches!(error, A2aError::JsonRpc { code: -32602, .. }));
+        assert_eq!(
+            message,
+            format!(
+                "SendMessage to the agent at {endpoint} answered JSON-RPC error -32602: \
+                 Message must contain text content"
+            )
+        );
+        assert!(!message.contains("secret"));
+    }
+
+    #[tokio::test]
+    async fn an_http_error_status_is_reported() {
+        let (endpoint, _agent) = serve(FakeAgent {
+            http_status: Some(StatusCode::SERVICE_UNAVAILABLE),
+            ..FakeAgent::default()
+        })
+        .await;
+        let error = A2aClient::new()
+            .get_task(&endpoint, "t", TIMEOUT)
+            .await
+            .expect_err("the agent is unavailable");
+        assert_eq!(
+            error.to_string(),
+            format!("GetTask to the agent at {endpoint} answered HTTP 503 Service Unavailable")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_names_the_endpoint() {
+        // A port that was just free: nothing listens there.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a local port");
+        let address = listener.local_addr().expect("a local address");
+        drop(listener);
+        let endpoint = format!("http://{address}");
+
+        let error = A2aClient::new()
+            .send_message(&endpoint, "secret user text", "k", None, TIMEOUT)
+            .await
+            .expect_err("nothing listens");
+        let message = error.to_string();
+        assert!(matches!(error, A2aError::Connect { .. }), "{message}");
+        assert!(
+            message.starts_with(&format!("cannot connect to the agent at {endpoint}: ")),
+            "{message}"
+        );
+        assert!(message.contains("Connection refused"), "{message}");
+        assert!(!message.contains("secret"), "{message}");
+    }
+
+    #[tokio::test]
+    async fn a_slow_agent_times_out() {
+        let (endpoint, _agent) = serve(FakeAgent {
+            delay: Some(Duration::from_secs(5)),
+            ..FakeAgent::default()
+        })
+        .await;
+        let error = A2aClient::new()
+            .get_task(&endpoint, "t", Duration::from_millis(100))
+            .await
+            .expect_err("the agent is too slow");
+        assert_eq!(
+            error.to_string(),
+            format!("GetTask to the agent at {endpoint} timed out after 0.1s")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_bad_endpoint_is_refused_before_any_call() {
+        let client = A2aClient::new();
+        for endpoint in ["https://agent:8000", "agent:8000", "not a url"] {
+            let error = client
+                .get_task(endpoint, "t", TIMEOUT)
+                .await
+                .expect_err("not an http URL");
+            assert!(
+                matches!(error, A2aError::InvalidEndpoint { .. }),
+                "{endpoint}: {error}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_output_is_the_task_output_else_the_last_agent_message() {
+        let autonomous = json!({"id": "t", "status": {"state": "completed"}, "output": "final",
+            "history": [{"role": "agent", "parts": [{"type": "text", "text": "earlier"}]}]});
+        assert_eq!(
+            parse_task(&autonomous).map(|task| task.output),
+            Ok("final".into())
+        );
+
+        let interactive = json!({"id": "t", "status": {"state": "completed"}, "output": "",
+        "history": [
+            {"role": "user", "parts": [{"type": "text", "text": "question"}]},
+            {"role": "agent", "parts": [{"type": "text", "text": "first"}]},
+            {"role": "user", "parts": [{"type": "text", "text": "again"}]},
+            {"role": "agent", "parts": [{"type": "text", "text": "last "},
+                {"type": "data", "data": {}}, {"type": "text", "text": "answer"}]},
+        ]});
+        assert_eq!(
+            parse_task(&interactive).map(|task| task.output),
+            Ok("last answer".into())
+        );
+
+        let failed = json!({"id": "t", "status": {"state": "failed", "message": "model down"}});
+        let task = parse_task(&failed).expect("a task");
+        assert_eq!(task.state, TaskState::Failed);
+        assert_eq!(task.message.as_deref(), Some("model down"));
+        assert_eq!(task.output, "");
+
+        let odd = json!({"id": "t", "status": {"state": "paused"}});
+        assert_eq!(
+            parse_task(&odd).map(|task| task.state),
+            Ok(TaskState::Other("paused".into()))
+        );
+        assert_eq!(
+            parse_task(&json!({"id": "t"})),
+            Err("task t has no status.state".to_string())
+        );
+    }
+}
