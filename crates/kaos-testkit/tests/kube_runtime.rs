@@ -212,6 +212,95 @@ async fn watches_get_bookmarks_when_they_allow_them() {
     assert!(types.iter().any(|t| t == "BOOKMARK"), "{types:?}");
 }
 
+/// A bookmark promises that every event up to its version was sent: a client that resumes
+/// from it (after a cut watch) must lose nothing, even when the bookmark is due while events
+/// are still queued for the stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bookmark_never_passes_an_event_not_yet_sent() {
+    let mut api = ApiServer::new(Cluster::default());
+    api.bookmark_interval = Duration::from_millis(1);
+    let client = Client::new(api.clone().router(), "default");
+    let since = api.cluster.resource_version();
+    let request = http::Request::get(format!(
+        "/api/v1/namespaces/default/configmaps?watch=true&allowWatchBookmarks=true&timeoutSeconds=10&resourceVersion={since}"
+    ))
+    .body(Vec::new())
+    .expect("request");
+    let lines = client
+        .request_events::<serde_json::Value>(request)
+        .await
+        .expect("watch");
+    let writer = tokio::spawn({
+        let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+        async move {
+            let mut versions = Vec::new();
+            for i in 0..300 {
+                let created = cms
+                    .create(&PostParams::default(), &configmap(&format!("cm-{i}")))
+                    .await
+                    .expect("create");
+                versions.push(
+                    created
+                        .resource_version()
+                        .unwrap_or_default()
+                        .parse::<u64>()
+                        .expect("rv"),
+                );
+            }
+            versions
+        }
+    });
+    let rv_of = |o: &serde_json::Value| -> u64 {
+        o["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or("0")
+            .parse()
+            .unwrap_or(0)
+    };
+    // (is a bookmark, version), in the order the stream sent them.
+    let mut stream = std::pin::pin!(lines);
+    let mut seen: Vec<(bool, u64)> = Vec::new();
+    let mut written: Option<Vec<u64>> = None;
+    let mut writer = Some(writer);
+    while let Ok(Some(Ok(event))) = timeout(Duration::from_secs(10), stream.next()).await {
+        match event {
+            kube::core::WatchEvent::Added(o) => seen.push((false, rv_of(&o))),
+            kube::core::WatchEvent::Bookmark(b) => {
+                let rv = b.metadata.resource_version.parse().unwrap_or(0);
+                seen.push((true, rv));
+                if let Some(w) = writer.take_if(|w| w.is_finished()) {
+                    written = Some(w.await.expect("writer"));
+                }
+                if written.as_ref().is_some_and(|w| w.iter().all(|v| *v <= rv)) {
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    let written = written.expect("every write was followed by a bookmark");
+    let bookmarks = seen.iter().filter(|(b, _)| *b).count();
+    assert!(bookmarks > 10, "bookmarks came while writing: {bookmarks}");
+    for (position, (is_bookmark, rv)) in seen.iter().enumerate() {
+        if !is_bookmark {
+            continue;
+        }
+        let sent_before: std::collections::HashSet<u64> = seen[..position]
+            .iter()
+            .filter(|(b, _)| !b)
+            .map(|(_, v)| *v)
+            .collect();
+        let missing: Vec<&u64> = written
+            .iter()
+            .filter(|v| **v <= *rv && !sent_before.contains(v))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "bookmark at {rv} was sent before the events at {missing:?}"
+        );
+    }
+}
+
 async fn controller_with_owns_and_watches(client: Client) {
     let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
     let secrets: Api<Secret> = Api::default_namespaced(client.clone());

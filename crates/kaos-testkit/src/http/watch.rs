@@ -176,7 +176,30 @@ pub fn serve(
             tokio::select! {
                 _ = tokio::time::sleep_until(stop_at) => return,
                 _ = ticker.tick(), if bookmarks => {
-                    last_rv = last_rv.max(cluster.resource_version());
+                    // A bookmark promises every event up to its version was sent. Events are
+                    // published under the cluster's lock, so all those up to the version read
+                    // here are already queued: send them first, then the bookmark.
+                    let published = cluster.resource_version();
+                    loop {
+                        match receiver.try_recv() {
+                            Ok(event) => {
+                                if let Some((t, object)) = filter.translate(&event) {
+                                    if tx.send(line(t, &object)).await.is_err() {
+                                        return;
+                                    }
+                                    sent += 1;
+                                }
+                                last_rv = last_rv.max(event.resource_version);
+                            }
+                            Err(broadcast::error::TryRecvError::Lagged(_)) => {
+                                let error = ApiError::gone("the watch fell too far behind; list again");
+                                let _ = tx.send(gone_line(&error)).await;
+                                return;
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    last_rv = last_rv.max(published);
                     let bookmark = json!({"kind": kind, "apiVersion": api_version,
                         "metadata": {"resourceVersion": last_rv.to_string(),
                                      "annotations": {"k8s.io/initial-events-end": "true"}}});
