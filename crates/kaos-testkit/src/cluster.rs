@@ -217,10 +217,23 @@ impl Cluster {
         options: &ListOptions,
     ) -> ApiResult<Value> {
         let state = self.lock();
-        let start_after: Option<(String, String)> = match &options.continue_token {
+        let continued = match &options.continue_token {
             Some(token) if !token.is_empty() => Some(decode_continue(token)?),
             _ => None,
         };
+        // Every page of one list reports the first page's version, as kube-apiserver's
+        // snapshot does: a watch started from the last page then replays what changed while
+        // the pages were read instead of missing it.
+        let list_version = match &continued {
+            Some((version, _)) if *version < state.compacted => {
+                return Err(ApiError::gone(
+                    "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.",
+                ));
+            }
+            Some((version, _)) => *version,
+            None => state.resource_version,
+        };
+        let start_after = continued.map(|(_, after)| after);
         let mut items = Vec::new();
         let mut remaining = 0usize;
         let mut next = None;
@@ -251,11 +264,11 @@ impl Cluster {
                 next = Some((ns.clone(), name.clone()));
             }
         }
-        let mut metadata = json!({"resourceVersion": state.resource_version.to_string()});
+        let mut metadata = json!({"resourceVersion": list_version.to_string()});
         if remaining > 0
             && let Some((ns, name)) = next
         {
-            metadata["continue"] = Value::from(encode_continue(&ns, &name));
+            metadata["continue"] = Value::from(encode_continue(list_version, &ns, &name));
             metadata["remainingItemCount"] = Value::from(remaining);
         }
         Ok(json!({
@@ -594,14 +607,15 @@ fn is_crd_type(rt: &ResourceType) -> bool {
     rt.group == "apiextensions.k8s.io" && rt.plural == "customresourcedefinitions"
 }
 
-fn encode_continue(namespace: &str, name: &str) -> String {
-    format!("{namespace}/{name}")
+/// A continue token: the list's version and the last key served.
+fn encode_continue(version: u64, namespace: &str, name: &str) -> String {
+    format!("{version}/{namespace}/{name}")
         .bytes()
         .map(|b| format!("{b:02x}"))
         .collect()
 }
 
-fn decode_continue(token: &str) -> ApiResult<(String, String)> {
+fn decode_continue(token: &str) -> ApiResult<(u64, (String, String))> {
     let invalid = || ApiError::bad_request("continue key is not valid");
     let bytes: Vec<u8> = (0..token.len())
         .step_by(2)
@@ -613,8 +627,10 @@ fn decode_continue(token: &str) -> ApiResult<(String, String)> {
         .collect::<Option<_>>()
         .ok_or_else(invalid)?;
     let text = String::from_utf8(bytes).map_err(|_| invalid())?;
-    let (ns, name) = text.split_once('/').ok_or_else(invalid)?;
-    Ok((ns.to_string(), name.to_string()))
+    let (version, key) = text.split_once('/').ok_or_else(invalid)?;
+    let version = version.parse().map_err(|_| invalid())?;
+    let (ns, name) = key.split_once('/').ok_or_else(invalid)?;
+    Ok((version, (ns.to_string(), name.to_string())))
 }
 
 /// One step of the garbage collector.

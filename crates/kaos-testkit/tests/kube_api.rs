@@ -261,6 +261,50 @@ async fn label_selectors_and_pagination() {
         .expect("page 3");
     assert_eq!(names(third.clone()), ["cm-4"]);
     assert!(third.metadata.continue_.as_deref().unwrap_or("").is_empty());
+
+    // A change while the pages are read: every page reports the first page's version, so a
+    // watch started where the list ended still delivers it (as kube-apiserver's snapshot does).
+    let first = cms
+        .list(&ListParams::default().limit(3))
+        .await
+        .expect("page 1");
+    cms.patch(
+        "cm-0",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"changed": "while listing"}})),
+    )
+    .await
+    .expect("change");
+    let last = cms
+        .list(
+            &ListParams::default()
+                .limit(3)
+                .continue_token(first.metadata.continue_.as_deref().expect("more")),
+        )
+        .await
+        .expect("page 2");
+    assert_eq!(
+        last.metadata.resource_version,
+        first.metadata.resource_version
+    );
+    let since = last.metadata.resource_version.clone().expect("version");
+    let mut events = std::pin::pin!(
+        cms.watch(&kube::api::WatchParams::default().timeout(1), &since)
+            .await
+            .expect("watch")
+    );
+    let changed = loop {
+        match futures::StreamExt::next(&mut events).await {
+            Some(Ok(kube::core::WatchEvent::Modified(cm))) => break Some(cm),
+            Some(Ok(_)) => continue,
+            _ => break None,
+        }
+    };
+    assert_eq!(
+        changed.map(|cm| cm.name_any()).as_deref(),
+        Some("cm-0"),
+        "the change made between the pages reaches the watch"
+    );
 }
 
 #[tokio::test]
