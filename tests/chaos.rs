@@ -118,13 +118,49 @@ async fn until_converged(
             Ok(()) => return,
             Err(waiting) if started.elapsed() > Duration::from_secs(90) => {
                 panic!(
-                    "{what}: not converged after 90 s: {waiting}\nlogs in {}",
+                    "{what}: not converged after 90 s: {waiting}\n{}\nlogs in {}",
+                    log_summary(scratch),
                     scratch.0.display()
                 )
             }
             Err(_) => tokio::time::sleep(POLL).await,
         }
     }
+}
+
+/// What a failure report needs from the controllers' logs (CI keeps no files): each process's
+/// leadership changes, warnings and errors, last ones first cut.
+fn log_summary(scratch: &Scratch) -> String {
+    let mut logs: Vec<_> = std::fs::read_dir(&scratch.0)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|e| e == "log"))
+        .collect();
+    logs.sort();
+    let mut summary = String::new();
+    for path in logs {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let notable: Vec<&str> = text
+            .lines()
+            .filter(|l| {
+                l.contains("leader")
+                    || l.contains("WARN")
+                    || l.contains("ERROR")
+                    || l.contains("synced")
+            })
+            .collect();
+        let shown = &notable[notable.len().saturating_sub(25)..];
+        summary.push_str(&format!(
+            "--- {} ({} notable lines, last {}):\n{}\n",
+            path.file_name().unwrap_or_default().to_string_lossy(),
+            notable.len(),
+            shown.len(),
+            shown.join("\n")
+        ));
+    }
+    summary
 }
 
 fn env_of(d: &Deployment) -> Vec<String> {
