@@ -4,12 +4,13 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::{Family, MetricConstructor};
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 
 use crate::process::ProcessCollector;
 use crate::workqueue::{Ticket, WorkQueue};
@@ -91,6 +92,36 @@ pub struct Metrics {
     leading_exported: tokio::sync::watch::Sender<bool>,
     /// controller-runtime's `workqueue_*` families.
     pub workqueue: Arc<WorkQueue>,
+    /// The families a controller adds of its own (see [`Metrics::register`]).
+    extra: Arc<ExtraFamilies>,
+}
+
+/// A controller's own families, encoded with the process's on every scrape: the registry is
+/// built before the controller starts, so they join it through this collector.
+#[derive(Debug, Default)]
+struct ExtraFamilies(Mutex<Vec<ExtraFamily>>);
+
+#[derive(Debug)]
+struct ExtraFamily {
+    name: String,
+    help: String,
+    metric: Box<dyn Metric>,
+}
+
+impl Collector for ExtraFamilies {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let families = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        for family in families.iter() {
+            let metric = encoder.encode_descriptor(
+                &family.name,
+                &family.help,
+                None,
+                family.metric.metric_type(),
+            )?;
+            family.metric.encode(metric)?;
+        }
+        Ok(())
+    }
 }
 
 impl Metrics {
@@ -123,6 +154,7 @@ impl Metrics {
             resources_leading: Mutex::new(false),
             leading_exported: tokio::sync::watch::Sender::new(false),
             workqueue,
+            extra: Arc::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -171,6 +203,7 @@ impl Metrics {
             metrics.resources.clone(),
         );
         registry.register_collector(Box::new(ProcessCollector));
+        registry.register_collector(Box::new(metrics.extra.clone()));
 
         let controller_labels = ControllerLabels {
             controller: controller.to_string(),
@@ -207,6 +240,20 @@ impl Metrics {
 
     pub fn registry(&self) -> &Registry {
         &self.registry
+    }
+
+    /// Adds a family of a controller's own to this process's `/metrics` (e.g. the workflow
+    /// controller's run and step counts), as [`Registry::register`] would before startup.
+    pub fn register(&self, name: &str, help: &str, metric: impl Metric) {
+        self.extra
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(ExtraFamily {
+                name: name.to_string(),
+                help: help.to_string(),
+                metric: Box::new(metric),
+            });
     }
 
     /// The OpenMetrics text of every family.
@@ -428,6 +475,24 @@ mod tests {
         ] {
             assert!(text.contains(family), "missing {family}:\n{text}");
         }
+    }
+
+    #[test]
+    fn a_controller_adds_families_of_its_own_after_startup() {
+        let metrics = Metrics::new("workflow", "lease", "h", &[]);
+        let runs: Family<NameLabels, Counter> = Family::default();
+        metrics.register("kaos_workflow_runs", "Runs finished", runs.clone());
+        runs.get_or_create(&NameLabels { name: "a".into() }).inc();
+        let text = metrics.encode();
+        assert!(
+            text.contains("# HELP kaos_workflow_runs Runs finished"),
+            "{text}"
+        );
+        assert!(
+            text.contains("kaos_workflow_runs_total{name=\"a\"} 1"),
+            "{text}"
+        );
+        assert!(text.ends_with("# EOF\n"), "{text}");
     }
 
     #[test]

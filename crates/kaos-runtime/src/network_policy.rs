@@ -2,9 +2,9 @@
 //! generated workload gets one NetworkPolicy, named as its Deployment, that denies all ingress
 //! and egress of its pods except what the graph needs:
 //!
-//! - an Agent accepts connections only from the agents that list it, the gateway and the
-//!   metrics scraper, and may reach DNS, its ModelAPI, its MCP servers, its memory store and
-//!   its peers;
+//! - an Agent accepts connections only from the agents that list it, the gateway, the metrics
+//!   scraper and (when its pod labels are set) the workflow controller, and may reach DNS, its
+//!   ModelAPI, its MCP servers, its memory store and its peers;
 //! - a ModelAPI accepts agents and memory stores (their egress picks which ModelAPI), the
 //!   gateway and the scraper, and may reach DNS and its provider (addresses outside the
 //!   cluster);

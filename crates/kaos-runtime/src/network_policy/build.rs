@@ -2,9 +2,10 @@
 //! workload's pods by its labels, has both policy types (so whatever no rule allows is denied),
 //! and is named, labelled and owned as the workload's Deployment.
 //!
-//! Ingress is one rule: from the workload's clients, the gateway and the scraper, to the
-//! workload's ports. Egress is DNS, then the in-namespace targets (grouped by port, sorted),
-//! then the addresses outside (external, API server, database), then the extra egress.
+//! Ingress is one rule: from the workload's clients, the gateway and the scraper (and, for an
+//! agent, the workflow controller when configured), to the workload's ports. Egress is DNS,
+//! then the in-namespace targets (grouped by port, sorted), then the addresses outside
+//! (external, API server, database), then the extra egress.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -128,8 +129,9 @@ impl MemoryStoreEdges {
 }
 
 /// The policy of an Agent's pods: ingress from the agents that list it (`listers`: the
-/// reverse of `agentNetwork.access`), the gateway and the scraper, on its port; egress to DNS,
-/// its ModelAPI, MCP servers, memory store and peers, and the extra egress.
+/// reverse of `agentNetwork.access`), the gateway, the scraper and, when its pod labels are
+/// set, the workflow controller, on its port; egress to DNS, its ModelAPI, MCP servers, memory
+/// store and peers, and the extra egress.
 pub fn agent_policy(
     workload: &Workload,
     deps: &AgentDeps,
@@ -157,7 +159,15 @@ pub fn agent_policy(
     let mut egress = vec![dns_rule(args)];
     egress.extend(target_rules(targets));
     egress.extend(args.extra_egress.0.iter().cloned());
-    policy(workload, &[workload.port], clients, egress, args)
+    let workflow = workflow_peer(args);
+    policy(workload, &[workload.port], clients, workflow, egress, args)
+}
+
+/// The workflow controller's pods, when configured (it sends A2A tasks to agents). No pod
+/// labels: none, rather than every pod of its namespace.
+fn workflow_peer(args: &NetworkPolicyArgs) -> Option<NetworkPolicyPeer> {
+    args.admits_workflow_controller()
+        .then(|| namespaced_peer(&args.workflow_namespace_labels, &args.workflow_pod_labels))
 }
 
 /// The policy of a ModelAPI's pods: ingress from every agent and memory store pod of the
@@ -172,7 +182,7 @@ pub fn model_api_policy(workload: &Workload, args: &NetworkPolicyArgs) -> Networ
     let mut egress = vec![dns_rule(args)];
     egress.extend(external_rule(args));
     egress.extend(args.extra_egress.0.iter().cloned());
-    policy(workload, &[workload.port], clients, egress, args)
+    policy(workload, &[workload.port], clients, None, egress, args)
 }
 
 /// The policy of an MCP server's pods: ingress from every agent pod of the namespace, the
@@ -198,7 +208,7 @@ pub fn mcp_server_policy(
     egress.extend(args.extra_egress.0.iter().cloned());
     let mut all_ports = vec![workload.port];
     all_ports.extend_from_slice(ports);
-    policy(workload, &all_ports, clients, egress, args)
+    policy(workload, &all_ports, clients, None, egress, args)
 }
 
 /// The policy of a MemoryStore's pods: ingress from every agent pod of the namespace, the
@@ -219,13 +229,16 @@ pub fn memory_store_policy(
         egress.extend(block_rule(&args.database_cidrs, &args.database_ports));
     }
     egress.extend(args.extra_egress.0.iter().cloned());
-    policy(workload, &[workload.port], clients, egress, args)
+    policy(workload, &[workload.port], clients, None, egress, args)
 }
 
+/// `from` is the workload's clients, then the gateway and the scraper, then `last` (a peer only
+/// some kinds admit: appended, so the others keep their places with it on or off).
 fn policy(
     workload: &Workload,
     ports: &[i32],
     mut from: Vec<NetworkPolicyPeer>,
+    last: Option<NetworkPolicyPeer>,
     egress: Vec<NetworkPolicyEgressRule>,
     args: &NetworkPolicyArgs,
 ) -> NetworkPolicy {
@@ -237,6 +250,7 @@ fn policy(
         &args.scraper_namespace_labels,
         &args.scraper_pod_labels,
     ));
+    from.extend(last);
     let ports: BTreeSet<i32> = ports.iter().copied().collect();
     NetworkPolicy {
         metadata: ObjectMeta {

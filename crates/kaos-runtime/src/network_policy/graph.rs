@@ -18,6 +18,9 @@ pub enum Node {
     Gateway,
     /// The metrics scraper's pods (`NETWORK_POLICY_SCRAPER_*_LABELS`).
     Scraper,
+    /// The workflow controller's pods (`NETWORK_POLICY_WORKFLOW_*_LABELS`): it sends A2A tasks
+    /// to agents only.
+    WorkflowController,
     /// The cluster DNS pods (`NETWORK_POLICY_DNS_*`).
     Dns,
     /// An address in the external CIDRs outside the cluster CIDRs, on an external port: a
@@ -60,6 +63,9 @@ pub struct Graph {
     pub memory_stores: BTreeMap<String, MemoryStoreEdges>,
     /// Whether `NETWORK_POLICY_EXTRA_EGRESS` has rules.
     pub extra_egress: bool,
+    /// Whether agents admit the workflow controller
+    /// (`NetworkPolicyArgs::admits_workflow_controller`).
+    pub workflow_controller: bool,
 }
 
 impl Graph {
@@ -93,6 +99,8 @@ impl Graph {
 ///
 /// - every workload → DNS, and → the extra egress when there is some;
 /// - the gateway and the scraper → every workload (the gateway routes to all four kinds);
+/// - the workflow controller, when configured → every agent (it talks A2A to agents, and to
+///   nothing else);
 /// - an agent → its ModelAPI, its MCP servers, its memory store and the agents it lists (not
 ///   itself);
 /// - a memory store → its ModelAPIs, and → the database when its storage is external;
@@ -113,6 +121,9 @@ pub fn allowed_pairs(graph: &Graph) -> BTreeSet<(Node, Node)> {
     }
     for (name, edges) in &graph.agents {
         let from = Node::Agent(name.clone());
+        if graph.workflow_controller {
+            pairs.insert((Node::WorkflowController, from.clone()));
+        }
         let targets = edges
             .model_api
             .iter()
@@ -180,6 +191,37 @@ mod tests {
         assert!(!pairs.contains(&(Node::Agent("b".into()), Node::Agent("b".into()))));
         assert!(pairs.contains(&(Node::Agent("b".into()), Node::Agent("c".into()))));
         assert!(!pairs.contains(&(Node::Agent("c".into()), Node::Agent("a".into()))));
+    }
+
+    #[test]
+    fn the_workflow_controller_reaches_agents_only_when_configured() {
+        let mut graph = Graph::default();
+        graph.agents.insert("a".into(), AgentEdges::default());
+        graph.agents.insert("b".into(), AgentEdges::default());
+        graph.model_apis.insert("llm".into());
+        graph.mcp_servers.insert("tools".into(), BTreeSet::new());
+        graph
+            .memory_stores
+            .insert("mem".into(), MemoryStoreEdges::default());
+        let from_workflow = |graph: &Graph| -> BTreeSet<Node> {
+            allowed_pairs(graph)
+                .into_iter()
+                .filter(|(from, _)| *from == Node::WorkflowController)
+                .map(|(_, to)| to)
+                .collect()
+        };
+        assert!(from_workflow(&graph).is_empty());
+        graph.workflow_controller = true;
+        assert_eq!(
+            from_workflow(&graph),
+            [Node::Agent("a".into()), Node::Agent("b".into())].into()
+        );
+        // Nothing connects to it.
+        assert!(
+            !allowed_pairs(&graph)
+                .iter()
+                .any(|(_, to)| *to == Node::WorkflowController)
+        );
     }
 
     #[test]

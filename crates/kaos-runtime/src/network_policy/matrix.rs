@@ -63,6 +63,14 @@ fn surroundings() -> Vec<Endpoint> {
             "10.2.0.2",
             vec![],
         ),
+        // Where the chart installs it; only reachable-from when the settings name it.
+        outside(
+            Node::WorkflowController,
+            Some("kaos-system"),
+            &[("app.kubernetes.io/name", "workflow-controller")],
+            "10.2.0.5",
+            vec![],
+        ),
         outside(
             Node::Dns,
             Some("kube-system"),
@@ -122,7 +130,19 @@ fn intruders() -> Vec<Endpoint> {
             "10.1.9.2",
             vec![],
         ),
+        // One that wears the workflow controller's labels outside its namespace.
+        workflow_lookalike(),
     ]
+}
+
+fn workflow_lookalike() -> Endpoint {
+    outside(
+        Node::Agent("workflow-lookalike".into()),
+        Some("other"),
+        &[("app.kubernetes.io/name", "workflow-controller")],
+        "10.1.9.3",
+        vec![],
+    )
 }
 
 /// The resources of one namespace, as the controllers see them.
@@ -157,6 +177,7 @@ impl Namespace {
                 .map(|(n, m, e)| (n.to_string(), MemoryStoreEdges::new(m, *e)))
                 .collect(),
             extra_egress: !args.extra_egress.0.is_empty(),
+            workflow_controller: args.admits_workflow_controller(),
         }
     }
 
@@ -398,11 +419,15 @@ fn matrix(policies: &[NetworkPolicy], endpoints: &[Endpoint]) -> BTreeSet<(Node,
 /// Builds every policy of `namespace` and checks the matrix against the graph; returns the
 /// pairs for the scenario's own assertions.
 fn assert_matrix(namespace: &Namespace) -> BTreeSet<(Node, Node)> {
-    let args = test_args();
-    let policies = namespace.policies(&args);
+    assert_matrix_with(namespace, &test_args())
+}
+
+/// [`assert_matrix`] with other settings.
+fn assert_matrix_with(namespace: &Namespace, args: &NetworkPolicyArgs) -> BTreeSet<(Node, Node)> {
+    let policies = namespace.policies(args);
     let endpoints = namespace.endpoints();
     let present: BTreeSet<&Node> = endpoints.iter().map(|e| &e.node).collect();
-    let expected: BTreeSet<(Node, Node)> = allowed_pairs(&namespace.graph(&args))
+    let expected: BTreeSet<(Node, Node)> = allowed_pairs(&namespace.graph(args))
         .into_iter()
         .filter(|(from, to)| present.contains(from) && present.contains(to))
         .collect();
@@ -601,4 +626,94 @@ fn without_policies_everything_connects() {
     let pairs = matrix(&[], &endpoints);
     assert!(pairs.contains(&(a("b"), a("a"))));
     assert!(pairs.contains(&(Node::ModelApi("llm".into()), Node::Database)));
+}
+
+/// Agents and one workload of every other kind, for the workflow controller's cases.
+fn every_kind() -> Namespace {
+    Namespace {
+        agents: vec![
+            (
+                "coordinator",
+                AgentDeps {
+                    mcp_servers: vec![Target::new("tools", 8000)],
+                    memory_store: Some(Target::new("mem", 8080)),
+                    ..agent("llm", &["worker"])
+                },
+            ),
+            ("worker", agent("llm", &[])),
+        ],
+        model_apis: vec![("llm", 8000)],
+        mcp_servers: vec![("tools", "python-string", vec![])],
+        memory_stores: vec![("mem", vec![Target::new("llm", 8000)], false)],
+    }
+}
+
+/// [`test_args`] with the workflow controller where the chart puts it.
+fn workflow_args(namespace_labels: &str) -> NetworkPolicyArgs {
+    NetworkPolicyArgs {
+        workflow_namespace_labels: Labels::parse(namespace_labels).expect("labels"),
+        workflow_pod_labels: Labels::parse("app.kubernetes.io/name=workflow-controller")
+            .expect("labels"),
+        ..test_args()
+    }
+}
+
+fn touching_workflow(pairs: &BTreeSet<(Node, Node)>) -> BTreeSet<(Node, Node)> {
+    pairs
+        .iter()
+        .filter(|(from, to)| *from == Node::WorkflowController || *to == Node::WorkflowController)
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn configured_workflow_controller_reaches_every_agent_and_nothing_else() {
+    let pairs = assert_matrix_with(
+        &every_kind(),
+        &workflow_args("kubernetes.io/metadata.name=kaos-system"),
+    );
+    // Agents only (not the ModelAPI, MCP server or MemoryStore), and nothing reaches it; the
+    // lookalike of another namespace is among the intruders `assert_matrix_with` turns away.
+    assert_eq!(
+        touching_workflow(&pairs),
+        [
+            (Node::WorkflowController, a("coordinator")),
+            (Node::WorkflowController, a("worker")),
+        ]
+        .into()
+    );
+}
+
+#[test]
+fn unconfigured_workflow_controller_reaches_nothing() {
+    let pairs = assert_matrix(&every_kind());
+    assert!(touching_workflow(&pairs).is_empty());
+    // The namespace alone is not enough: without pod labels there is no workflow peer.
+    let namespace_only = NetworkPolicyArgs {
+        workflow_namespace_labels: Labels::parse("kubernetes.io/metadata.name=kaos-system")
+            .expect("labels"),
+        ..test_args()
+    };
+    let pairs = assert_matrix_with(&every_kind(), &namespace_only);
+    assert!(touching_workflow(&pairs).is_empty());
+}
+
+#[test]
+fn workflow_pod_labels_without_a_namespace_match_every_namespace() {
+    // The documented risk of leaving the namespace labels empty: a pod of any namespace that
+    // wears the pod labels reaches every agent (still no other workload).
+    let namespace = every_kind();
+    let policies = namespace.policies(&workflow_args(""));
+    let lookalike = workflow_lookalike();
+    for to in namespace.endpoints() {
+        if to.namespace.as_deref() == Some(NAMESPACE) {
+            let is_agent = matches!(to.node, Node::Agent(_));
+            assert_eq!(
+                connects(&policies, &lookalike, &to),
+                is_agent,
+                "{:?}",
+                to.node
+            );
+        }
+    }
 }

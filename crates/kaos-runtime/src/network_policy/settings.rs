@@ -20,6 +20,8 @@ pub const GATEWAY_NAMESPACE_LABELS_ENV: &str = "NETWORK_POLICY_GATEWAY_NAMESPACE
 pub const GATEWAY_POD_LABELS_ENV: &str = "NETWORK_POLICY_GATEWAY_POD_LABELS";
 pub const SCRAPER_NAMESPACE_LABELS_ENV: &str = "NETWORK_POLICY_SCRAPER_NAMESPACE_LABELS";
 pub const SCRAPER_POD_LABELS_ENV: &str = "NETWORK_POLICY_SCRAPER_POD_LABELS";
+pub const WORKFLOW_NAMESPACE_LABELS_ENV: &str = "NETWORK_POLICY_WORKFLOW_NAMESPACE_LABELS";
+pub const WORKFLOW_POD_LABELS_ENV: &str = "NETWORK_POLICY_WORKFLOW_POD_LABELS";
 pub const APISERVER_CIDRS_ENV: &str = "NETWORK_POLICY_APISERVER_CIDRS";
 pub const APISERVER_PORTS_ENV: &str = "NETWORK_POLICY_APISERVER_PORTS";
 pub const DATABASE_CIDRS_ENV: &str = "NETWORK_POLICY_DATABASE_CIDRS";
@@ -162,6 +164,28 @@ pub struct NetworkPolicyArgs {
         value_parser = labels_of(SCRAPER_POD_LABELS_ENV)
     )]
     pub scraper_pod_labels: Labels,
+    /// Labels of the workflow controller's namespace (it sends A2A tasks to agents). Empty:
+    /// every namespace, so any pod wearing the pod labels below reaches every agent; the chart
+    /// pins its own namespace.
+    #[arg(
+        id = "network_policy_workflow_namespace_labels",
+        long = "network-policy-workflow-namespace-labels",
+        env = WORKFLOW_NAMESPACE_LABELS_ENV,
+        default_value = "",
+        value_parser = labels_of(WORKFLOW_NAMESPACE_LABELS_ENV)
+    )]
+    pub workflow_namespace_labels: Labels,
+    /// Labels of the workflow controller's pods. Empty (the default): agents admit no workflow
+    /// controller at all, unlike the gateway's and scraper's "every pod", so an install without
+    /// one opens nothing.
+    #[arg(
+        id = "network_policy_workflow_pod_labels",
+        long = "network-policy-workflow-pod-labels",
+        env = WORKFLOW_POD_LABELS_ENV,
+        default_value = "",
+        value_parser = labels_of(WORKFLOW_POD_LABELS_ENV)
+    )]
+    pub workflow_pod_labels: Labels,
     /// Addresses of the Kubernetes API server, for MCP servers with `apiserver` egress (the
     /// endpoints of the `kubernetes` Service, not its ClusterIP). Not cut by the cluster CIDRs.
     #[arg(
@@ -242,6 +266,8 @@ impl Default for NetworkPolicyArgs {
             gateway_pod_labels: Labels::default(),
             scraper_namespace_labels: labels(DEFAULT_SCRAPER_NAMESPACE_LABELS),
             scraper_pod_labels: labels(DEFAULT_SCRAPER_POD_LABELS),
+            workflow_namespace_labels: Labels::default(),
+            workflow_pod_labels: Labels::default(),
             apiserver_cidrs: cidrs(DEFAULT_APISERVER_CIDRS),
             apiserver_ports: ports(DEFAULT_APISERVER_PORTS),
             database_cidrs: cidrs(DEFAULT_DATABASE_CIDRS),
@@ -259,6 +285,12 @@ impl NetworkPolicyArgs {
     pub fn applies_to(&self, namespace: &str) -> bool {
         self.enabled
             && (self.namespaces.is_empty() || self.namespaces.iter().any(|n| n == namespace))
+    }
+
+    /// Whether agents admit the workflow controller: only when its pod labels are set (an
+    /// empty set would mean every pod of the selected namespaces).
+    pub fn admits_workflow_controller(&self) -> bool {
+        !self.workflow_pod_labels.0.is_empty()
     }
 
     /// The egress of an MCP server of `runtime` (see [`McpEgressMap::for_runtime`]).
@@ -376,6 +408,10 @@ mod tests {
         );
         assert_eq!(parsed.dns_pod_labels.to_string(), "k8s-app=kube-dns");
         assert!(parsed.gateway_pod_labels.0.is_empty());
+        // No workflow controller unless told where it is.
+        assert!(parsed.workflow_namespace_labels.0.is_empty());
+        assert!(parsed.workflow_pod_labels.0.is_empty());
+        assert!(!parsed.admits_workflow_controller());
         assert_eq!(
             parsed.mcp_egress_of("kubernetes"),
             [McpEgress::Apiserver].into()
@@ -395,6 +431,8 @@ mod tests {
             "--network-policy-cluster-cidrs=10.244.0.0/16,10.96.0.0/12,fd00::/8",
             "--network-policy-external-ports=443,8000-8100/tcp",
             "--network-policy-gateway-pod-labels=app=envoy, gateway.envoyproxy.io/owning-gateway-name=kaos",
+            "--network-policy-workflow-namespace-labels=kubernetes.io/metadata.name=kaos-system",
+            "--network-policy-workflow-pod-labels=app.kubernetes.io/name=workflow-controller,app.kubernetes.io/instance=kaos",
             r#"--network-policy-mcp-egress={"slack":["external"],"python-string":[]}"#,
             r#"--network-policy-extra-egress=[{"to":[{"ipBlock":{"cidr":"10.1.2.3/32"}}],"ports":[{"port":4317}]}]"#,
         ])
@@ -415,6 +453,15 @@ mod tests {
             args.gateway_pod_labels.to_string(),
             "app=envoy,gateway.envoyproxy.io/owning-gateway-name=kaos"
         );
+        assert_eq!(
+            args.workflow_namespace_labels.to_string(),
+            "kubernetes.io/metadata.name=kaos-system"
+        );
+        assert_eq!(
+            args.workflow_pod_labels.to_string(),
+            "app.kubernetes.io/instance=kaos,app.kubernetes.io/name=workflow-controller"
+        );
+        assert!(args.admits_workflow_controller());
         assert_eq!(args.mcp_egress_of("slack"), [McpEgress::External].into());
         assert!(args.mcp_egress_of("python-string").is_empty());
         // No `*`: a runtime not listed gets no egress.
@@ -434,6 +481,14 @@ mod tests {
         assert!(args.external_cidrs.is_empty() && args.external_blocks().is_empty());
         assert!(args.applies_to("anything"));
         assert!(!NetworkPolicyArgs::default().applies_to("anything"));
+        // The namespace alone admits nothing: the pod labels turn the workflow peer on.
+        let args =
+            parse(&["--network-policy-workflow-namespace-labels=kubernetes.io/metadata.name=kaos"])
+                .expect("namespace only parses");
+        assert!(!args.admits_workflow_controller());
+        let args =
+            parse(&["--network-policy-workflow-pod-labels=app=wf"]).expect("pods only parse");
+        assert!(args.admits_workflow_controller() && args.workflow_namespace_labels.0.is_empty());
     }
 
     #[test]
@@ -457,6 +512,16 @@ mod tests {
             (
                 "--network-policy-scraper-namespace-labels=a=b c",
                 SCRAPER_NAMESPACE_LABELS_ENV,
+                "not a valid label value",
+            ),
+            (
+                "--network-policy-workflow-namespace-labels=kubernetes.io/metadata.name",
+                WORKFLOW_NAMESPACE_LABELS_ENV,
+                "expected key=value",
+            ),
+            (
+                "--network-policy-workflow-pod-labels=app=workflow controller",
+                WORKFLOW_POD_LABELS_ENV,
                 "not a valid label value",
             ),
             (

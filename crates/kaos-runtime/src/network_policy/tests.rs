@@ -177,6 +177,122 @@ fn agent_policy_without_anything_still_denies_by_default() {
     assert_eq!(spec["ingress"][0]["from"].as_array().map(Vec::len), Some(2));
 }
 
+/// The defaults with the workflow controller as the chart sets it (`namespace_labels` may be
+/// empty: every namespace).
+fn workflow_args(namespace_labels: &str) -> NetworkPolicyArgs {
+    NetworkPolicyArgs {
+        workflow_namespace_labels: Labels::parse(namespace_labels).expect("labels"),
+        workflow_pod_labels: Labels::parse(
+            "app.kubernetes.io/name=workflow-controller,app.kubernetes.io/instance=kaos",
+        )
+        .expect("labels"),
+        ..NetworkPolicyArgs::default()
+    }
+}
+
+fn workflow_ingress(namespace_selector: serde_json::Value) -> serde_json::Value {
+    json!({
+        "namespaceSelector": namespace_selector,
+        "podSelector": {"matchLabels": {
+            "app.kubernetes.io/instance": "kaos",
+            "app.kubernetes.io/name": "workflow-controller"
+        }}
+    })
+}
+
+#[test]
+fn agent_policy_admits_the_workflow_controller_when_configured() {
+    let args = workflow_args("kubernetes.io/metadata.name=kaos-system");
+    let policy = agent_policy(
+        &workload(Kind::Agent, "a", 8000),
+        &AgentDeps::default(),
+        &["c".into()],
+        &args,
+    );
+    let [gateway, scraper] = ingress_from_gateway_and_scraper();
+    assert_eq!(
+        to_json(&policy),
+        json!({
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": metadata("Agent", "a", "agent"),
+            "spec": {
+                "podSelector": {"matchLabels": {"app": "agent", "agent": "a"}},
+                "policyTypes": ["Ingress", "Egress"],
+                "ingress": [{
+                    // After the gateway and the scraper.
+                    "from": [
+                        {"podSelector": {"matchLabels": {"app": "agent", "agent": "c"}}},
+                        gateway,
+                        scraper,
+                        workflow_ingress(json!({"matchLabels": {"kubernetes.io/metadata.name": "kaos-system"}})),
+                    ],
+                    "ports": [{"port": 8000, "protocol": "TCP"}]
+                }],
+                "egress": [dns_egress()]
+            }
+        })
+    );
+    // Without namespace labels: those pods in every namespace.
+    let anywhere = agent_policy(
+        &workload(Kind::Agent, "a", 8000),
+        &AgentDeps::default(),
+        &[],
+        &workflow_args(""),
+    );
+    assert_eq!(
+        to_json(&anywhere)["spec"]["ingress"][0]["from"][2],
+        workflow_ingress(json!({}))
+    );
+}
+
+#[test]
+fn only_agents_admit_the_workflow_controller() {
+    let args = workflow_args("kubernetes.io/metadata.name=kaos-system");
+    let plain = NetworkPolicyArgs::default();
+    let model_api = workload(Kind::ModelApi, "llm", 8000);
+    assert_eq!(
+        model_api_policy(&model_api, &args),
+        model_api_policy(&model_api, &plain)
+    );
+    let server = workload(Kind::McpServer, "tools", 8000);
+    assert_eq!(
+        mcp_server_policy(&server, &[], "slack", &args),
+        mcp_server_policy(&server, &[], "slack", &plain)
+    );
+    let store = workload(Kind::MemoryStore, "mem", 8080);
+    assert_eq!(
+        memory_store_policy(&store, &[], false, &args),
+        memory_store_policy(&store, &[], false, &plain)
+    );
+}
+
+#[test]
+fn agent_policy_without_workflow_pod_labels_admits_no_workflow_controller() {
+    let agent = workload(Kind::Agent, "a", 8000);
+    let plain = agent_policy(
+        &agent,
+        &AgentDeps::default(),
+        &[],
+        &NetworkPolicyArgs::default(),
+    );
+    let [gateway, scraper] = ingress_from_gateway_and_scraper();
+    assert_eq!(
+        to_json(&plain)["spec"]["ingress"][0]["from"],
+        json!([gateway, scraper])
+    );
+    // Namespace labels alone add nothing (not every pod of that namespace).
+    let namespace_only = NetworkPolicyArgs {
+        workflow_namespace_labels: Labels::parse("kubernetes.io/metadata.name=kaos-system")
+            .expect("labels"),
+        ..NetworkPolicyArgs::default()
+    };
+    assert_eq!(
+        agent_policy(&agent, &AgentDeps::default(), &[], &namespace_only),
+        plain
+    );
+}
+
 #[test]
 fn model_api_policy_admits_agents_and_stores_and_reaches_the_provider() {
     let args = NetworkPolicyArgs {
@@ -407,8 +523,15 @@ fn rendered_policies() {
         true,
         &args,
     );
+    let workflow_agent = agent_policy(
+        &workload(Kind::Agent, "w", 8000),
+        &AgentDeps::default(),
+        &[],
+        &workflow_args("kubernetes.io/metadata.name=kaos-system"),
+    );
     let rendered = [
         (&agent, RENDERED_AGENT),
+        (&workflow_agent, RENDERED_AGENT_WITH_WORKFLOW),
         (&model_api, RENDERED_MODEL_API),
         (&mcp_server, RENDERED_MCP_SERVER),
         (&memory_store, RENDERED_MEMORY_STORE),
@@ -507,6 +630,66 @@ spec:
   podSelector:
     matchLabels:
       agent: a
+      app: agent
+  policyTypes:
+  - Ingress
+  - Egress
+"#;
+/// An agent with no references, the workflow controller configured as the chart does.
+const RENDERED_AGENT_WITH_WORKFLOW: &str = r#"apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  labels:
+    agent: w
+    app: agent
+  name: agent-w
+  namespace: team
+  ownerReferences:
+  - apiVersion: kaos.tools/v1alpha1
+    blockOwnerDeletion: true
+    controller: true
+    kind: Agent
+    name: w
+    uid: uid-w
+spec:
+  egress:
+  - ports:
+    - port: 53
+      protocol: UDP
+    - port: 53
+      protocol: TCP
+    to:
+    - namespaceSelector:
+        matchLabels:
+          kubernetes.io/metadata.name: kube-system
+      podSelector:
+        matchLabels:
+          k8s-app: kube-dns
+  ingress:
+  - from:
+    - namespaceSelector:
+        matchLabels:
+          kubernetes.io/metadata.name: envoy-gateway-system
+      podSelector: {}
+    - namespaceSelector:
+        matchLabels:
+          kubernetes.io/metadata.name: monitoring
+      podSelector:
+        matchLabels:
+          app.kubernetes.io/name: prometheus
+    - namespaceSelector:
+        matchLabels:
+          kubernetes.io/metadata.name: kaos-system
+      podSelector:
+        matchLabels:
+          app.kubernetes.io/instance: kaos
+          app.kubernetes.io/name: workflow-controller
+    ports:
+    - port: 8000
+      protocol: TCP
+  podSelector:
+    matchLabels:
+      agent: w
       app: agent
   policyTypes:
   - Ingress

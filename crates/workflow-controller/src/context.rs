@@ -1,0 +1,55 @@
+//! What every reconcile of one watched namespace shares: the caches, the indexes, the A2A
+//! client and its background sends, the settings, the clock and the metrics.
+
+use kaos_api::workflow::{AgentWorkflow, AgentWorkflowRun};
+use kaos_runtime::reconciler::Core;
+use kaos_runtime::stores::cached;
+use kube::runtime::reflector::Store;
+
+use crate::a2a::A2aClient;
+use crate::agents::AgentView;
+use crate::clock::Clock;
+use crate::dispatcher::Dispatcher;
+use crate::metrics::WorkflowMetrics;
+use crate::relations::Index;
+use crate::run_progress::AgentState;
+use crate::settings::Settings;
+
+pub struct Context {
+    /// AgentWorkflows: no finalizer (their runs go by garbage collection).
+    pub workflows: Core,
+    /// AgentWorkflowRuns, with [`crate::reconcile_run::RUN_FINALIZER`].
+    pub runs: Core,
+    pub agents: Store<AgentView>,
+    pub workflow_store: Store<AgentWorkflow>,
+    pub run_store: Store<AgentWorkflowRun>,
+    /// Runs → their workflow and, while unfinished, their agents.
+    pub run_index: Index,
+    pub a2a: A2aClient,
+    pub dispatcher: Dispatcher,
+    pub settings: Settings,
+    pub clock: Clock,
+    pub metrics: WorkflowMetrics,
+}
+
+impl Context {
+    /// What a step of a run in `namespace` reads of agent `name`: whether it exists, whether it
+    /// is ready, and where to send to it.
+    pub fn agent_state(&self, namespace: &str, name: &str) -> AgentState {
+        match cached(&self.agents, namespace, name) {
+            None => AgentState::Missing,
+            Some(agent) if !agent.is_ready() => AgentState::NotReady,
+            Some(agent) => AgentState::Ready {
+                endpoint: self.settings.agent_address_overrides.endpoint(
+                    namespace,
+                    name,
+                    agent.endpoint(),
+                ),
+            },
+        }
+    }
+
+    pub fn agent_exists(&self, namespace: &str, name: &str) -> bool {
+        cached(&self.agents, namespace, name).is_some()
+    }
+}

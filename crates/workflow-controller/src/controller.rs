@@ -1,0 +1,158 @@
+//! Wires both kinds, per watched namespace: a status-only Controller for AgentWorkflows and one
+//! for AgentWorkflowRuns, over a slim cache of Agents (existence, readiness, endpoint). A
+//! workflow is reconciled when its spec changes, when an Agent it names appears or goes, when
+//! one of its runs starts, ends, appears or goes, and at its next fire time. A run is
+//! reconciled when it is created or deleted, when one of its sends ends, while its steps are in
+//! flight (polling), when something is due (a retry, a timeout), and when an Agent it waits for
+//! changes its readiness or endpoint. Dependents are found in relation indexes kept from the
+//! watch events, never by scanning.
+
+use std::sync::Arc;
+
+use futures::FutureExt;
+use kaos_api::workflow::{AgentWorkflow, AgentWorkflowRun};
+use kaos_runtime::Runtime;
+use kaos_runtime::reconciler::{ChildKinds, Core, wire};
+use kaos_runtime::stores;
+use kube::runtime::reflector::ObjectRef;
+use tokio::sync::mpsc;
+
+use crate::a2a::A2aClient;
+use crate::agents::AgentView;
+use crate::clock::Clock;
+use crate::context::Context;
+use crate::dispatcher::Dispatcher;
+use crate::metrics::WorkflowMetrics;
+use crate::reconcile_run::{self, RUN_FINALIZER, reconcile_run};
+use crate::reconcile_workflow::{self, reconcile_workflow, workflow_phase};
+use crate::relations::{
+    Index, RunChanges, agent_dependents, keep_edges, receive, run_edges, workflow_edges,
+};
+use crate::settings::Settings;
+
+/// `kaos_resources` phases of AgentWorkflows: from their `Ready` condition.
+pub const WORKFLOW_PHASES: &[&str] = &["Pending", "Ready", "NotReady"];
+/// `kaos_resources` phases of AgentWorkflowRuns: `RunPhase::ALL`.
+pub const RUN_PHASES: &[&str] = &["Pending", "Running", "Succeeded", "Failed", "Canceled"];
+
+/// Runs the controller on the system clock.
+pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
+    run_with_clock(runtime, settings, Clock::system()).await
+}
+
+/// Runs the controller on `clock` (tests move it to a fire time).
+pub async fn run_with_clock(
+    runtime: Runtime,
+    settings: Settings,
+    clock: Clock,
+) -> anyhow::Result<()> {
+    let metrics = WorkflowMetrics::register(&runtime.metrics);
+    let a2a = A2aClient::new();
+    let status_only = ChildKinds {
+        status_only: true,
+        ..Default::default()
+    };
+    let (mut synced, mut workflow_stores, mut run_stores, mut controllers) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for namespace in runtime.namespaces() {
+        let ns = namespace.as_deref();
+        let (workflow_index, run_index) = (Index::default(), Index::default());
+        let (wake_workflow, workflow_wakes) = mpsc::unbounded_channel();
+        let (wake_run, run_wakes) = mpsc::unbounded_channel();
+
+        let edges = workflow_index.clone();
+        let mut workflows = wire::<AgentWorkflow>(&runtime, ns, "", status_only, move |event| {
+            keep_edges(&edges, workflow_edges, event)
+        });
+        let edges = run_index.clone();
+        let mut run_changes = RunChanges::default();
+        let mut runs = wire::<AgentWorkflowRun>(&runtime, ns, "", status_only, move |event| {
+            keep_edges(&edges, run_edges, event);
+            for (namespace, workflow) in run_changes.observe(event) {
+                let _ = wake_workflow.send(ObjectRef::new(&workflow).within(&namespace));
+            }
+        });
+        let (agents, agent_events) = stores::cache::<AgentView>(&runtime.client, ns, "");
+        synced.append(&mut workflows.synced);
+        synced.append(&mut runs.synced);
+        let agents_synced = agents.clone();
+        synced.push(Box::pin(async move {
+            let _ = agents_synced.wait_until_ready().await;
+        }));
+        workflow_stores.push(workflows.store.clone());
+        run_stores.push(runs.store.clone());
+
+        let (agent_workflows, agent_runs) =
+            agent_dependents(agent_events, &workflow_index, &run_index);
+        let context = Arc::new(Context {
+            workflows: Core::new(runtime.clone(), workflows.children.clone(), None),
+            runs: Core::new(runtime.clone(), runs.children.clone(), Some(RUN_FINALIZER)),
+            agents,
+            workflow_store: workflows.store.clone(),
+            run_store: runs.store.clone(),
+            run_index,
+            a2a: a2a.clone(),
+            dispatcher: Dispatcher::new(a2a.clone(), wake_run),
+            settings: settings.clone(),
+            clock: clock.clone(),
+            metrics: metrics.clone(),
+        });
+        let workflows = workflows
+            .reconcile_on(agent_workflows)
+            .reconcile_on(receive(workflow_wakes));
+        let runs = runs
+            .reconcile_on(agent_runs)
+            .reconcile_on(receive(run_wakes));
+        controllers.push(
+            workflows
+                .run(
+                    &runtime,
+                    reconcile_workflow,
+                    reconcile_workflow::error_policy,
+                    context.clone(),
+                )
+                .boxed(),
+        );
+        controllers.push(
+            runs.run(
+                &runtime,
+                reconcile_run,
+                reconcile_run::error_policy,
+                context,
+            )
+            .boxed(),
+        );
+    }
+    runtime.mark_ready_when(synced);
+    runtime.track_phases(
+        "AgentWorkflow",
+        WORKFLOW_PHASES,
+        workflow_stores,
+        workflow_phase,
+    );
+    runtime.track_phases(
+        "AgentWorkflowRun",
+        RUN_PHASES,
+        run_stores,
+        |run: &AgentWorkflowRun| {
+            run.status
+                .as_ref()
+                .and_then(|status| status.phase)
+                .map(|phase| phase.as_str())
+        },
+    );
+    futures::future::join_all(controllers).await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kaos_api::workflow::RunPhase;
+
+    #[test]
+    fn run_phases_are_every_run_phase() {
+        let all: Vec<&str> = RunPhase::ALL.iter().map(|phase| phase.as_str()).collect();
+        assert_eq!(RUN_PHASES, all.as_slice());
+    }
+}
