@@ -5,7 +5,6 @@
 //! in-process under `kube::Client::new(api.router(), "default")`, or over plain HTTP on loopback
 //! ([`TestServer`]) for kubectl and separate processes. See `docs/testkit.md`.
 
-mod admin;
 mod apply;
 pub mod audit;
 pub mod auth;

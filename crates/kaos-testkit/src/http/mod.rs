@@ -1,6 +1,7 @@
 //! The HTTP face of the cluster: kube-apiserver's REST paths, verbs and content types, as an axum
 //! router (a `tower::Service`, usable in-process by `kube::Client` or served over TCP).
 
+mod admin;
 mod discovery;
 pub mod path;
 mod review;
@@ -153,7 +154,7 @@ async fn serve(
         Route::NotFound => error_response(&ApiError::not_found("paths", "", uri.path())),
         Route::Admin(action) => {
             let result = parse_body(headers, body)
-                .and_then(|b| crate::admin::handle(server, identity, method, &action, query, &b));
+                .and_then(|b| admin::handle(server, identity, method, &action, query, &b));
             match result {
                 Ok(value) => json_response(StatusCode::OK, value),
                 Err(e) => error_response(&e),

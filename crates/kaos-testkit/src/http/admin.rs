@@ -11,8 +11,8 @@ use crate::audit::AuditRecord;
 use crate::auth::{Grant, Identity};
 use crate::error::{ApiError, ApiResult};
 use crate::faults::FaultConfig;
-use crate::http::ApiServer;
-use crate::http::path::Query;
+use super::ApiServer;
+use super::path::Query;
 
 pub fn handle(
     server: &ApiServer,
