@@ -7,12 +7,12 @@ use std::time::Duration;
 use http::Method;
 use serde_json::{Value, json};
 
+use super::ApiServer;
+use super::path::Query;
 use crate::audit::AuditRecord;
 use crate::auth::{Grant, Identity};
 use crate::error::{ApiError, ApiResult};
 use crate::faults::FaultConfig;
-use super::ApiServer;
-use super::path::Query;
 
 pub fn handle(
     server: &ApiServer,
