@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 
 declare -A rust_target=([amd64]=x86_64-unknown-linux-musl [arm64]=aarch64-unknown-linux-musl)
 arches=(amd64 arm64)
-default_binaries=(agent-controller modelapi-controller mcpserver-controller memorystore-controller authz-controller kaosctl)
+default_binaries=(agent-controller modelapi-controller mcpserver-controller memorystore-controller authz-controller workflow-controller kaosctl)
 usage="usage: scripts/release-build.sh OUT_DIR [--arch amd64|arm64|all] [--profile PROFILE] [BINARY...] | --targets"
 
 if [ "${1:-}" = --targets ]; then

@@ -17,11 +17,14 @@ use kaos_api::modelapi::ModelAPI;
 use kaos_tests::processes::{ChartCluster, POLL, Scratch, apply_yaml, client, mint_token};
 use kaos_tests::{EXAMPLE_CREDENTIALS, repo_root};
 use kube::Api;
+use kube::api::DynamicObject;
 use kube::api::{Patch, PatchParams};
+use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::Value;
 
 /// Granted but not exercised here, each justified in the chart's values: HTTPRoutes (no Gateway
-/// API in the test cluster), re-publishing a repeated event, and writing NetworkPolicies.
+/// API in the test cluster), re-publishing a repeated event, writing NetworkPolicies and the
+/// workflows' finalizers.
 const EXCEPTIONS: &[(&str, &str, &str)] = &[
     ("list", "gateway.networking.k8s.io", "httproutes"),
     ("get", "gateway.networking.k8s.io", "httproutes"),
@@ -37,6 +40,9 @@ const EXCEPTIONS: &[(&str, &str, &str)] = &[
     ("create", "networking.k8s.io", "networkpolicies"),
     ("patch", "networking.k8s.io", "networkpolicies"),
     ("delete", "networking.k8s.io", "networkpolicies"),
+    // Checked by kube-apiserver's OwnerReferencesPermissionEnforcement admission plugin when a
+    // run's ownerReference blocks its workflow's deletion; the testkit does not run it.
+    ("update", "kaos.tools", "agentworkflows/finalizers"),
 ];
 
 /// (verb, group, resource) the rendered RBAC grants to `service_account`.
@@ -113,6 +119,11 @@ where
     }
 }
 
+fn kind_api(client: &kube::Client, kind: &str) -> Api<DynamicObject> {
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("kaos.tools", "v1alpha1", kind));
+    Api::default_namespaced_with(client.clone(), &resource)
+}
+
 /// The requests of the controllers that RBAC denied.
 async fn denied(cluster: &ChartCluster) -> Vec<String> {
     cluster
@@ -141,7 +152,7 @@ async fn the_charts_rbac_is_enough_and_minimal() {
         .iter()
         .map(|(_, replicas)| replicas[0].service_account.clone())
         .collect();
-    assert_eq!(service_accounts.len(), 5);
+    assert_eq!(service_accounts.len(), 6);
 
     apply_yaml(&admin, EXAMPLE_CREDENTIALS).await;
     apply_yaml(
@@ -149,6 +160,12 @@ async fn the_charts_rbac_is_enough_and_minimal() {
         &std::fs::read_to_string(repo_root().join("examples/quickstart.yaml")).expect("quickstart"),
     )
     .await;
+    // The workflow controller: a workflow naming a quickstart agent, on a schedule that fires at
+    // the next minute (applied now, checked at the end, so the wait overlaps the rest), and a
+    // run made by hand, which it owns. The agents have no pods here: each step's one attempt
+    // times out after a second, each run fails and, beyond the history limit of 0, is deleted.
+    apply_yaml(&admin, "apiVersion: kaos.tools/v1alpha1\nkind: AgentWorkflow\nmetadata: {name: nightly, namespace: default}\nspec: {schedule: '* * * * *', failedRunsHistoryLimit: 0, steps: [{name: ask, agentRef: worker, timeoutSeconds: 1}]}\n---\napiVersion: kaos.tools/v1alpha1\nkind: AgentWorkflowRun\nmetadata: {name: by-hand, namespace: default}\nspec: {workflowRef: nightly}\n").await;
+    let workflow_applied = Instant::now();
     let agents: Api<Agent> = Api::default_namespaced(admin.clone());
     let model_apis: Api<ModelAPI> = Api::default_namespaced(admin.clone());
     let started = Instant::now();
@@ -373,6 +390,25 @@ async fn the_charts_rbac_is_enough_and_minimal() {
         }),
     )
     .await;
+    let workflows = kind_api(&admin, "AgentWorkflow");
+    let runs = kind_api(&admin, "AgentWorkflowRun");
+    while !({
+        let fired = workflows
+            .get_opt("nightly")
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|w| w.data.pointer("/status/lastScheduleTime").is_some());
+        let left = runs.list(&Default::default()).await.map(|l| l.items.len());
+        fired && left.ok() == Some(0)
+    }) {
+        assert!(
+            workflow_applied.elapsed() < Duration::from_secs(100),
+            "timed out waiting for the workflow's scheduled run and both failed runs to be deleted"
+        );
+        tokio::time::sleep(POLL).await;
+    }
+
     // A Prometheus bound to the chart's reader role scrapes every controller (the controllers
     // review its token and access with the API server); an unbound ServiceAccount may not.
     apply_yaml(&admin, "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: prometheus, namespace: kaos-system}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: prometheus-kaos-metrics}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: kaos-metrics-reader}\nsubjects:\n- {kind: ServiceAccount, name: prometheus, namespace: kaos-system}\n").await;

@@ -215,6 +215,11 @@ async fn two_replicas_per_controller_converge_hand_over_and_count_on_the_leader_
             "memorystore",
         ),
         ("authz-controller", "kaos-authz-controller", "authz"),
+        (
+            "workflow-controller",
+            "kaos-workflow-controller",
+            "workflow",
+        ),
     ]
     .into_iter()
     .map(|(binary, lease, controller)| Pair {
@@ -288,13 +293,20 @@ async fn two_replicas_per_controller_converge_hand_over_and_count_on_the_leader_
             if i == leader {
                 leaders_export.extend(exported_series(&metrics));
             }
-            let success = sample(
-                &metrics,
-                &format!(
-                    "controller_runtime_reconcile_total{{controller=\"{}\",result=\"success\"}}",
-                    pair.controller
-                ),
-            );
+            // Reconciles that ended well: done, or to look again at a set time (a workflow with a
+            // schedule always asks to be woken at its next fire).
+            let success = ["success", "requeue_after"]
+                .iter()
+                .map(|result| {
+                    sample(
+                        &metrics,
+                        &format!(
+                            "controller_runtime_reconcile_total{{controller=\"{}\",result=\"{result}\"}}",
+                            pair.controller
+                        ),
+                    )
+                })
+                .sum::<f64>();
             let leading = sample(
                 &metrics,
                 &format!("leader_election_master_status{{name=\"{}\"}}", pair.lease),

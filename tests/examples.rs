@@ -7,8 +7,10 @@ use kaos_api::agent::Agent;
 use kaos_api::mcpserver::MCPServer;
 use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
+use kaos_api::workflow::{AgentWorkflow, AgentWorkflowRun};
 use kaos_tests::{Schemas, example_files, repo_root, yaml_documents};
 use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
 
 #[test]
 fn every_example_passes_schema_validation_and_reads_into_the_types() {
@@ -33,6 +35,10 @@ fn every_example_passes_schema_validation_and_reads_into_the_types() {
                 Some("AccessGrant") => serde_json::from_value::<AccessGrant>(stored).map(drop),
                 Some("ThirdPartyService") => {
                     serde_json::from_value::<ThirdPartyService>(stored).map(drop)
+                }
+                Some("AgentWorkflow") => serde_json::from_value::<AgentWorkflow>(stored).map(drop),
+                Some("AgentWorkflowRun") => {
+                    serde_json::from_value::<AgentWorkflowRun>(stored).map(drop)
                 }
                 other => panic!("{name}: unexpected kind {other:?}"),
             };
@@ -71,4 +77,118 @@ fn quickstart_has_the_documented_resources() {
         coordinator["spec"]["agentNetwork"]["access"],
         Value::from(vec!["worker"])
     );
+}
+
+/// The steps whose outputs a step input reads (`{{ steps.NAME.output }}`, spaces optional).
+fn output_references(input: &str) -> BTreeSet<String> {
+    input
+        .split("{{")
+        .skip(1)
+        .filter_map(|rest| rest.split_once("}}"))
+        .filter_map(|(expression, _)| {
+            expression
+                .trim()
+                .strip_prefix("steps.")?
+                .strip_suffix(".output")
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+#[test]
+fn the_workflow_example_is_the_documented_diamond() {
+    let docs = yaml_documents(&repo_root().join("examples/workflow.yaml"));
+    let kinds: Vec<(&str, &str)> = docs
+        .iter()
+        .map(|d| {
+            (
+                d["kind"].as_str().unwrap_or(""),
+                d["metadata"]["name"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            ("Agent", "analyst"),
+            ("Agent", "editor"),
+            ("AgentWorkflow", "briefing"),
+        ]
+    );
+    // The agents use the quickstart's ModelAPI, as the file says.
+    let quickstart = yaml_documents(&repo_root().join("examples/quickstart.yaml"));
+    assert!(
+        quickstart
+            .iter()
+            .any(|d| d["kind"] == "ModelAPI" && d["metadata"]["name"] == "llm-proxy")
+    );
+    for agent in &docs[..2] {
+        assert_eq!(agent["spec"]["modelAPI"], "llm-proxy");
+    }
+
+    let workflow: AgentWorkflow =
+        serde_json::from_value(docs[2].clone()).expect("reads as an AgentWorkflow");
+    let spec = &workflow.spec;
+    // gather → (risks, opportunities) → brief.
+    let depends: BTreeMap<&str, Vec<&str>> = spec
+        .steps
+        .iter()
+        .map(|s| {
+            (
+                s.name.as_str(),
+                s.depends_on.iter().map(String::as_str).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        depends,
+        BTreeMap::from([
+            ("gather", vec![]),
+            ("risks", vec!["gather"]),
+            ("opportunities", vec!["gather"]),
+            ("brief", vec!["risks", "opportunities"]),
+        ])
+    );
+    // Every step names an agent of the file, and reads only outputs of steps it depends on,
+    // directly or not (the controller refuses a workflow that reads any other).
+    let agents = ["analyst", "editor"];
+    let mut ancestors: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for step in &spec.steps {
+        assert!(agents.contains(&step.agent_ref.as_str()), "{}", step.name);
+        let mut all = BTreeSet::new();
+        for dependency in &step.depends_on {
+            all.insert(dependency.as_str());
+            all.extend(ancestors[dependency.as_str()].iter().copied());
+        }
+        for reference in output_references(step.input.as_deref().unwrap_or("")) {
+            assert!(
+                all.contains(reference.as_str()),
+                "step {} reads {reference}, which it does not depend on",
+                step.name
+            );
+        }
+        ancestors.insert(step.name.as_str(), all);
+    }
+    assert_eq!(
+        output_references("{{ steps.a.output }} {{steps.b.output}} {{ input }}"),
+        BTreeSet::from(["a".to_string(), "b".to_string()])
+    );
+    // What docs/workflows.md walks through: conditions, retries, budgets, the schedule.
+    let step = |name: &str| {
+        spec.steps
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("no step {name}"))
+    };
+    assert!(step("risks").when.is_some() && step("opportunities").when.is_some());
+    assert!(step("risks").budgets.is_some());
+    assert_eq!(step("gather").retries, 2);
+    assert_eq!(step("opportunities").effective_timeout_seconds(), 600);
+    assert_eq!(spec.schedule.as_deref(), Some("0 8 * * 1-5"));
+    assert_eq!(spec.time_zone.as_deref(), Some("Europe/Paris"));
+
+    let run: AgentWorkflowRun =
+        serde_json::from_value(docs[3].clone()).expect("reads as an AgentWorkflowRun");
+    assert_eq!(run.spec.workflow_ref, "briefing");
+    assert!(run.spec.input.is_some());
 }

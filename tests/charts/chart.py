@@ -10,7 +10,7 @@ from helm_python import _native
 REPO = Path(__file__).resolve().parents[2]
 UMBRELLA = REPO / "charts" / "kaos"
 SUBCHARTS = ["kaos-crds", "agent-controller", "modelapi-controller", "mcpserver-controller",
-             "memorystore-controller", "authz-controller"]
+             "memorystore-controller", "authz-controller", "workflow-controller"]
 RELEASE, NAMESPACE = "kaos", "kaos-system"
 
 

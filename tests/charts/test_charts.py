@@ -18,7 +18,10 @@ KUBERNETES_VERSIONS = ["1.33.0", "1.37.0"]
 # Custom resources the validator has no schema for.
 CUSTOM_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
 CONTROLLERS = ["agent-controller", "modelapi-controller", "mcpserver-controller", "memorystore-controller",
-               "authz-controller"]
+               "authz-controller", "workflow-controller"]
+# The controllers that generate pods (agents, ModelAPIs, MCP servers, MemoryStores), and so take
+# the NetworkPolicy settings; the authz and workflow controllers generate none.
+WORKLOAD_CONTROLLERS = ["agent-controller", "modelapi-controller", "mcpserver-controller", "memorystore-controller"]
 
 
 def by_kind(objects, kind):
@@ -101,6 +104,17 @@ def test_each_controller_reads_its_own_settings():
     assert not [k for k in env["kaos-authz-controller-manager"] if k.startswith(("DEFAULT_", "GATEWAY_DEFAULT_"))
                 and k not in ("DEFAULT_LOG_LEVEL",)], env["kaos-authz-controller-manager"]
     assert "SYSTEM_NAMESPACE" not in env["kaos-authz-controller-manager"]
+    # The workflow controller: its A2A call deadline and poll interval, no image and no route
+    # timeout (it generates no pods and no routes), and no agent address override unless set.
+    workflow = env["kaos-workflow-controller-manager"]
+    assert (workflow["A2A_CALL_TIMEOUT"], workflow["WORKFLOW_POLL_INTERVAL"]) == ("10s", "2s")
+    assert "AGENT_ADDRESS_OVERRIDES" not in workflow
+    assert not [k for k in workflow if k.startswith(("DEFAULT_", "GATEWAY_DEFAULT_", "NETWORK_POLICY_"))
+                and k not in ("DEFAULT_LOG_LEVEL",)], workflow
+    assert "SYSTEM_NAMESPACE" not in workflow
+    for name, settings in env.items():
+        if name != "kaos-workflow-controller-manager":
+            assert not {"A2A_CALL_TIMEOUT", "WORKFLOW_POLL_INTERVAL", "AGENT_ADDRESS_OVERRIDES"} & set(settings), name
     for settings in env.values():
         assert settings["DEFAULT_LOG_LEVEL"] == "INFO"
         assert settings["GATEWAY_API_ENABLED"] == "false"
@@ -252,9 +266,11 @@ def test_dashboards_and_alerts():
         selected += re.findall(r'controller=~"([^"]*)"', exprs)
     assert len(by_kind(objects, "ServiceMonitor")) == len(CONTROLLERS)
     (rule,) = by_kind(objects, "PrometheusRule")
-    assert [g["name"] for g in rule["spec"]["groups"]] == ["kaos-controllers"], "the workloads' alerts are opt-in"
+    assert [g["name"] for g in rule["spec"]["groups"]] == ["kaos-controllers", "kaos-workflows"], \
+        "the workloads' alerts are opt-in"
     alerts = [r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]]
-    assert alerts == ["KaosReconcileErrors", "KaosNoLeader"] + ["KaosControllerAbsent"] * len(CONTROLLERS) + ["KaosResourcesFailed"]
+    assert alerts == ["KaosReconcileErrors", "KaosNoLeader"] + ["KaosControllerAbsent"] * len(CONTROLLERS) + [
+        "KaosResourcesFailed", "KaosWorkflowRunsFailing"]
     # Every panel and alert that selects controllers by their metrics' `controller` label selects
     # them all (the dashboards are plain JSON, kept by hand).
     selected += re.findall(r'controller=~"([^"]*)"', " ".join(r["expr"] for g in rule["spec"]["groups"] for r in g["rules"]))
@@ -339,8 +355,11 @@ def test_every_query_names_series_that_exist():
     for source, series in used.items():
         assert series and series <= known, (source, sorted(series - known))
     # The controllers' dashboards and alerts read the controllers only; the workloads', never them.
-    for source in [("dashboard", "kaos-controllers"), ("dashboard", "kaos-resources"), ("rules", "kaos-controllers")]:
+    for source in [("dashboard", "kaos-controllers"), ("dashboard", "kaos-resources"), ("rules", "kaos-controllers"),
+                   ("rules", "kaos-workflows")]:
         assert used[source] <= controller_metrics(), source
+    # The workflow alerts read the workflow controller's own families only.
+    assert used["rules", "kaos-workflows"] == {"kaos_workflow_runs_total"}
     assert used["dashboard", "kaos-agents"] == KUBE_STATE_METRICS - {"kube_horizontalpodautoscaler_spec_min_replicas"} | LITELLM_METRICS
     assert used["rules", "kaos-workloads"] == KUBE_STATE_METRICS - {
         "kube_deployment_status_replicas_ready", "kube_horizontalpodautoscaler_status_desired_replicas"} | {
@@ -356,7 +375,7 @@ def rules(values, **kwargs):
 def test_alerts_link_the_runbooks_at_a_configurable_address():
     base = "https://docs.example.com/kaos/runbooks.html"
     alerts = rules({"prometheusRule": {"runbookUrl": base}, "global": {"workloadMonitoring": {"enabled": True}}})
-    assert len(alerts) == 12, "the controllers' and the workloads'"
+    assert len(alerts) == 14, "the controllers', the workflows' and the workloads'"
     for rule in alerts:
         assert rule["annotations"]["runbook_url"] == f"{base}#{rule['alert'].lower()}"
 
@@ -365,14 +384,35 @@ def test_lease_alerts_watch_the_installed_controllers_leases_only():
     exprs = [r["expr"] for r in rules({"agent-controller": {"enabled": False},
                                         "modelapi-controller": {"controller": {"lease": "models-lease"}}}, release="prod")]
     assert ('max by (name) (leader_election_master_status{name=~"models-lease|prod-kaos-mcpserver-controller|'
-            'prod-kaos-memorystore-controller|prod-kaos-authz-controller"}) < 1') in exprs
+            'prod-kaos-memorystore-controller|prod-kaos-authz-controller|prod-kaos-workflow-controller"}) < 1') in exprs
     absent = [e for e in exprs if e.startswith("absent(")]
     assert absent == ['absent(leader_election_master_status{name="models-lease"})',
                       'absent(leader_election_master_status{name="prod-kaos-mcpserver-controller"})',
                       'absent(leader_election_master_status{name="prod-kaos-memorystore-controller"})',
-                      'absent(leader_election_master_status{name="prod-kaos-authz-controller"})']
+                      'absent(leader_election_master_status{name="prod-kaos-authz-controller"})',
+                      'absent(leader_election_master_status{name="prod-kaos-workflow-controller"})']
     none = rules({name: {"enabled": False} for name in CONTROLLERS})
     assert [r["alert"] for r in none] == ["KaosReconcileErrors", "KaosResourcesFailed"]
+
+
+def test_the_workflow_alerts_come_with_the_workflow_controller():
+    (rule,) = by_kind(render({"prometheusRule": {"enabled": True}}), "PrometheusRule")
+    (group,) = [g for g in rule["spec"]["groups"] if g["name"] == "kaos-workflows"]
+    (alert,) = group["rules"]
+    assert alert["alert"] == "KaosWorkflowRunsFailing"
+    # Any run that ended Failed in the last hour: it fires at once and resolves an hour later.
+    assert alert["expr"] == 'sum(increase(kaos_workflow_runs_total{outcome="Failed"}[1h])) > 0'
+    assert "for" not in alert and alert["labels"] == {"severity": "warning"}
+    # A Failed run is history kept by failedRunsHistoryLimit: KaosResourcesFailed leaves it out
+    # (it would fire for as long as the run is kept).
+    (failed,) = [r for r in rule["spec"]["groups"][0]["rules"] if r["alert"] == "KaosResourcesFailed"]
+    assert failed["expr"] == 'sum by (kind) (kaos_resources{phase="Failed",kind!="AgentWorkflowRun"}) > 0'
+    # Without the workflow controller, no workflow group (and the controllers' alerts stay).
+    (rule,) = by_kind(render({"prometheusRule": {"enabled": True}, "workflow-controller": {"enabled": False}}),
+                      "PrometheusRule")
+    assert [g["name"] for g in rule["spec"]["groups"]] == ["kaos-controllers"]
+    exprs = " ".join(r["expr"] for r in rule["spec"]["groups"][0]["rules"])
+    assert "kaos-workflow-controller" not in exprs
 
 
 # The workloads' monitoring (global.workloadMonitoring; docs/metrics.md, "Monitoring the workloads").
@@ -500,7 +540,7 @@ def test_workload_alerts_select_the_generated_workloads():
     assert not [s for s in selectors if "agent" in s]
     assert all('"(modelapi|mcpserver|memorystore)-.+"' in s for s in selectors if "=~\"(" in s.split(",", 1)[1])
     # No controller that generates workloads: no group.
-    assert not workload_rules({**on, **{c: {"enabled": False} for c in CONTROLLERS if c != "authz-controller"}})
+    assert not workload_rules({**on, **{c: {"enabled": False} for c in WORKLOAD_CONTROLLERS}})
 
 
 def test_the_agents_dashboard():
@@ -735,7 +775,7 @@ def test_names_derive_from_the_release():
     (rule,) = by_kind(objects, "PrometheusRule")
     exprs = " ".join(r["expr"] for g in rule["spec"]["groups"] for r in g["rules"])
     assert 'name=~"prod-kaos-agent-controller|prod-kaos-modelapi-controller|prod-kaos-mcpserver-controller|' \
-        'prod-kaos-memorystore-controller|prod-kaos-authz-controller"' in exprs, \
+        'prod-kaos-memorystore-controller|prod-kaos-authz-controller|prod-kaos-workflow-controller"' in exprs, \
         "the no-leader alert watches this release's Leases"
     # A release whose name contains kaos is the prefix itself.
     assert "kaos-staging-agent-controller-manager" in names(render(release="kaos-staging"), "Deployment")
@@ -771,9 +811,10 @@ def test_name_overrides():
     # A full name not ending in `-controller` gets the whole suffix, so kaos-cli still finds it.
     assert names(objects, "Deployment") == ["agents-controller-manager", "ops-authz-controller-manager",
                                             "ops-mcpserver-controller-manager", "ops-memorystore-controller-manager",
-                                            "ops-modelapi-controller-manager"]
+                                            "ops-modelapi-controller-manager", "ops-workflow-controller-manager"]
     assert names(objects, "ClusterRole") == ["agents", "ops-authz-controller", "ops-mcpserver-controller",
-                                             "ops-memorystore-controller", "ops-metrics-reader", "ops-modelapi-controller"]
+                                             "ops-memorystore-controller", "ops-metrics-reader", "ops-modelapi-controller",
+                                             "ops-workflow-controller"]
     assert "agents-metrics" in names(objects, "Service")
     assert names(objects, "PrometheusRule") == ["ops"]
     assert dict(container_env(deployments(objects)["agents-controller-manager"]))["LEADER_ELECTION_ID"] == "agents-lease"
@@ -792,8 +833,8 @@ def test_name_overrides():
 
 
 # The NetworkPolicies of the generated workloads (global.networkPolicy; docs/network-policy.md,
-# "Chart values"): the NETWORK_POLICY_* environment of the controllers that generate workloads.
-WORKLOAD_CONTROLLERS = [c for c in CONTROLLERS if c != "authz-controller"]
+# "Chart values"): the NETWORK_POLICY_* environment of the controllers that generate workloads
+# (WORKLOAD_CONTROLLERS).
 OTLP_EGRESS = [{
     "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}},
             "podSelector": {"matchExpressions": [{"key": "app.kubernetes.io/name", "operator": "In",
@@ -820,10 +861,11 @@ NETWORK_POLICY_RULE = {"apiGroups": ["networking.k8s.io"], "resources": ["networ
                        "verbs": ["list", "watch", "get", "create", "patch", "delete"]}
 
 
-def network_policy_env(values):
-    """{Deployment name: [(name, value)] of its NETWORK_POLICY_* variables, in order}."""
+def network_policy_env(values, **kwargs):
+    """{Deployment name: [(name, value)] of its NETWORK_POLICY_* variables, in order}; kwargs as
+    render's."""
     return {name: [(k, v) for k, v in container_env(d) if k.startswith("NETWORK_POLICY_")]
-            for name, d in deployments(render(values)).items()}
+            for name, d in deployments(render(values, **kwargs)).items()}
 
 
 def controllers_network_policy_defaults():
@@ -837,7 +879,7 @@ def controllers_network_policy_defaults():
         variable = variables[re.search(r"env = (\w+_ENV)", arg).group(1)]
         default = re.search(r'default_value(?:_t)? = (DEFAULT_\w+|"[^"]*"|false)', arg).group(1)
         defaults[variable] = constants[default] if default in constants else default.strip('"')
-    assert len(defaults) == len(variables) == 18, defaults
+    assert len(defaults) == len(variables) == 20, defaults
     return defaults
 
 
@@ -849,16 +891,29 @@ def test_network_policies_are_off_by_default_and_set_nothing():
     assert controllers_network_policy_defaults()["NETWORK_POLICY_ENABLED"] == "false"
 
 
+# The workflow controller's pods as the agents' policies admit them (docs/workflows.md, "Network
+# policies"): this release's, in the release namespace.
+WORKFLOW_PEER = [
+    ("NETWORK_POLICY_WORKFLOW_NAMESPACE_LABELS", "kubernetes.io/metadata.name=kaos-system"),
+    ("NETWORK_POLICY_WORKFLOW_POD_LABELS", "app.kubernetes.io/instance=kaos,app.kubernetes.io/name=workflow-controller"),
+]
+
+
 def test_the_network_policy_defaults_are_the_controllers_own():
     # Turned on with the chart's defaults, every variable says what the controllers assume
-    # without it: the values' defaults change nothing but `enabled`.
-    want = {**controllers_network_policy_defaults(), "NETWORK_POLICY_ENABLED": "true"}
+    # without it: the values' defaults change nothing but `enabled`, and the workflow
+    # controller's pods, which the controllers admit nowhere unless told (the chart tells them
+    # where this release's are).
+    defaults = controllers_network_policy_defaults()
+    assert defaults["NETWORK_POLICY_WORKFLOW_NAMESPACE_LABELS"] == defaults["NETWORK_POLICY_WORKFLOW_POD_LABELS"] == ""
+    want = {**defaults, "NETWORK_POLICY_ENABLED": "true", **dict(WORKFLOW_PEER)}
     env = network_policy_env({"global": {"networkPolicy": {"enabled": True}}})
     for controller in WORKLOAD_CONTROLLERS:
         assert dict(env[f"kaos-{controller}-manager"]) == want, controller
     assert want["NETWORK_POLICY_MCP_EGRESS"] == '{"*":["external"],"kubernetes":["apiserver"]}'
-    # The authz controller generates no pods: no NetworkPolicy settings.
-    assert env["kaos-authz-controller-manager"] == []
+    # The authz and workflow controllers generate no pods: no NetworkPolicy settings.
+    for controller in set(CONTROLLERS) - set(WORKLOAD_CONTROLLERS):
+        assert env[f"kaos-{controller}-manager"] == [], controller
 
 
 def test_network_policy_values_reach_the_controllers_converted():
@@ -878,6 +933,7 @@ def test_network_policy_values_reach_the_controllers_converted():
         ("NETWORK_POLICY_GATEWAY_POD_LABELS", "app=envoy,gateway.envoyproxy.io/owning-gateway-name=kaos-gateway"),
         ("NETWORK_POLICY_SCRAPER_NAMESPACE_LABELS", "team=obs"),
         ("NETWORK_POLICY_SCRAPER_POD_LABELS", "app.kubernetes.io/name=prometheus"),
+        *WORKFLOW_PEER,
         ("NETWORK_POLICY_APISERVER_CIDRS", "172.18.0.2/32"),
         ("NETWORK_POLICY_APISERVER_PORTS", "6443/TCP"),
         ("NETWORK_POLICY_DATABASE_CIDRS", "10.50.0.0/24"),
@@ -888,11 +944,26 @@ def test_network_policy_values_reach_the_controllers_converted():
     ]
     for controller in WORKLOAD_CONTROLLERS:
         assert env[f"kaos-{controller}-manager"] == want, controller
-    assert env["kaos-authz-controller-manager"] == []
+    assert env["kaos-authz-controller-manager"] == env["kaos-workflow-controller-manager"] == []
     # A controller's extraEnv still overrides one of them (it comes last).
     values = {**NETWORK_POLICY, "agent-controller": {"extraEnv": [{"name": "NETWORK_POLICY_DNS_PORTS", "value": "53"}]}}
     agent = container_env(deployments(render(values))["kaos-agent-controller-manager"])
     assert agent[-1] == ("NETWORK_POLICY_DNS_PORTS", "53")
+
+
+def test_agents_admit_this_releases_workflow_controller():
+    # The release namespace and the labels the workflow controller's pods carry.
+    env = network_policy_env({"global": {"networkPolicy": {"enabled": True}}}, release="prod", namespace="ops")
+    for controller in WORKLOAD_CONTROLLERS:
+        settings = dict(env[f"prod-kaos-{controller}-manager"])
+        assert settings["NETWORK_POLICY_WORKFLOW_NAMESPACE_LABELS"] == "kubernetes.io/metadata.name=ops"
+        assert settings["NETWORK_POLICY_WORKFLOW_POD_LABELS"] == \
+            "app.kubernetes.io/instance=prod,app.kubernetes.io/name=workflow-controller"
+    objects = render({}, release="prod", namespace="ops")
+    pod = deployments(objects)["prod-kaos-workflow-controller-manager"]["spec"]["template"]
+    assert {"app.kubernetes.io/instance": "prod", "app.kubernetes.io/name": "workflow-controller"}.items() <= \
+        pod["metadata"]["labels"].items()
+    assert deployments(objects)["prod-kaos-workflow-controller-manager"]["metadata"]["namespace"] == "ops"
 
 
 def test_every_workload_controller_may_manage_its_network_policies():
@@ -910,10 +981,10 @@ def test_every_workload_controller_may_manage_its_network_policies():
                      if r["metadata"]["name"] == f"kaos-{controller}"]
             assert len(roles) == 1, (controller, values)
             rules = roles[0]["rules"]
-            workloads = controller != "authz-controller"
+            workloads = controller in WORKLOAD_CONTROLLERS
             assert (NETWORK_POLICY_RULE in rules) == workloads, controller
             assert (budgets in rules) == workloads, controller
-            assert (autoscalers in rules) == (controller in KINDS), controller
+            assert (autoscalers in rules) == (controller in AUTOSCALED), controller
             assert not [r for r in rules if "networking.k8s.io" in r["apiGroups"] and r != NETWORK_POLICY_RULE]
 
 
@@ -928,6 +999,15 @@ BAD_VALUES = [
     # The authz controller generates no pods and no routes: no such setting of its own.
     ({"authz-controller": {"podSecurity": "baseline"}}, "podSecurity"),
     ({"authz-controller": {"gatewayDefaultTimeout": "30s"}}, "gatewayDefaultTimeout"),
+    # Nor the workflow controller; its own settings are durations and `namespace/agent=host:port` lists.
+    ({"workflow-controller": {"podSecurity": "baseline"}}, "podSecurity"),
+    ({"workflow-controller": {"gatewayDefaultTimeout": "30s"}}, "gatewayDefaultTimeout"),
+    ({"workflow-controller": {"a2aCallTimeout": "soon"}}, "/a2aCallTimeout"),
+    ({"workflow-controller": {"workflowPollInterval": 2}}, "/workflowPollInterval"),
+    ({"workflow-controller": {"agentAddressOverrides": "writer=localhost:8000"}}, "/agentAddressOverrides"),
+    ({"workflow-controller": {"agentAddressOverrides": "team-a/writer=localhost"}}, "/agentAddressOverrides"),
+    ({"workflow-controller": {"agentAddressOverrides": "team-a/writer=http://localhost:8000"}}, "/agentAddressOverrides"),
+    ({"workflow-controller": {"agentAdressOverrides": "team-a/writer=localhost:8000"}}, "agentAdressOverrides"),
     ({"prometheusRule": {"enabeld": True}}, "enabeld"),
     ({"prometheusRule": {"runbookUrl": "docs/runbooks.md"}}, "/prometheusRule/runbookUrl"),
     ({"dashbords": {"enabled": True}}, "dashbords"),
@@ -996,6 +1076,11 @@ def test_every_chart_shares_the_same_global_values_and_schema():
     # The authz controller generates no pods and no routes: neither setting.
     authz = schemas.pop("authz-controller")
     assert authz == {k: v for k, v in agent.items() if k not in ("podSecurity", "gatewayDefaultTimeout")}
+    # Nor does the workflow controller, which has its A2A settings instead.
+    workflow = schemas.pop("workflow-controller")
+    own = {"agentAddressOverrides", "a2aCallTimeout", "workflowPollInterval"}
+    assert {k: v for k, v in workflow.items() if k not in own} == authz
+    assert workflow["a2aCallTimeout"] == workflow["workflowPollInterval"] == agent["gatewayDefaultTimeout"], "durations"
     for name, properties in schemas.items():
         # Only the mcpserver controller has a value of its own (its runtime registry).
         assert {k: v for k, v in properties.items() if k != "extraRuntimes"} == agent, name
@@ -1076,8 +1161,12 @@ def test_plain_manifests_equal_the_default_rendering():
 
 
 # The uninstall hooks (global.uninstall.releaseFinalizers, docs/install.md "Uninstall"): one per
-# controller that adds a finalizer, and its kind. The memorystore and authz controllers add none.
-KINDS = {"agent-controller": "agents", "modelapi-controller": "modelapis", "mcpserver-controller": "mcpservers"}
+# controller that adds a finalizer, and its kind. The memorystore and authz controllers add none;
+# the workflow controller's is on the runs (AgentWorkflows carry none).
+KINDS = {"agent-controller": "agents", "modelapi-controller": "modelapis", "mcpserver-controller": "mcpservers",
+         "workflow-controller": "agentworkflowruns"}
+# The controllers whose kinds may be autoscaled (docs/scaling.md).
+AUTOSCALED = ["agent-controller", "modelapi-controller", "mcpserver-controller"]
 RESTRICTED_POD = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
 RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
                         "capabilities": {"drop": ["ALL"]}}
@@ -1177,6 +1266,7 @@ def test_uninstall_hooks_can_be_turned_off_and_never_reach_deploy():
     assert names(hooks({**alone, "agent-controller": {"enabled": True}}), "Job") == ["kaos-agent-controller-uninstall"]
     assert not hooks({**alone, "memorystore-controller": {"enabled": True}})
     assert not hooks({**alone, "authz-controller": {"enabled": True}})
+    assert names(hooks({**alone, "workflow-controller": {"enabled": True}}), "Job") == ["kaos-workflow-controller-uninstall"]
     # deploy/kaos.yaml (kubectl apply) must not run the Job at install.
     assert "release-finalizers" not in default_manifest()
 
@@ -1252,6 +1342,83 @@ def test_the_authz_controller_is_granted_exactly_what_it_uses():
     # KAOS's policy decision point (`kaos system status`: a Deployment named `*access-control*`).
     assert not [o for o in render(hooks=True) if is_hook(o) and "authz" in o["metadata"]["name"]]
     assert not [o for o in objects if "access-control" in o["metadata"]["name"]]
+
+
+# What the workflow controller is granted, exactly (its contract, issue 23): the workflows (read,
+# their status written), the runs it creates, deletes and patches, the Agents it reads, events.
+# Its only children are the runs: no Deployments, Services, Secrets, ConfigMaps or policies, and
+# the agents are called over A2A, never written.
+WORKFLOW_RULES = [
+    {"apiGroups": ["kaos.tools"], "resources": ["agentworkflows"], "verbs": ["list", "watch"]},
+    {"apiGroups": ["kaos.tools"], "resources": ["agentworkflows/status"], "verbs": ["patch"]},
+    {"apiGroups": ["kaos.tools"], "resources": ["agentworkflows/finalizers"], "verbs": ["update"]},
+    {"apiGroups": ["kaos.tools"], "resources": ["agentworkflowruns"],
+     "verbs": ["list", "watch", "create", "delete", "patch"]},
+    {"apiGroups": ["kaos.tools"], "resources": ["agentworkflowruns/status"], "verbs": ["patch"]},
+    {"apiGroups": ["kaos.tools"], "resources": ["agents"], "verbs": ["list", "watch"]},
+    {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+]
+
+
+def test_the_workflow_controller_is_granted_exactly_what_it_uses():
+    objects = render()
+    (role,) = [r for r in by_kind(objects, "ClusterRole") if r["metadata"]["name"] == "kaos-workflow-controller"]
+    assert role["rules"] == WORKFLOW_RULES + METRICS_AUTH_RULES
+    groups = {g for rule in role["rules"] for g in rule["apiGroups"]}
+    assert not groups & {"", "apps", "policy", "autoscaling", "gateway.networking.k8s.io", "networking.k8s.io"}, \
+        "no children but its runs"
+    # The Agents are read, never written; nothing of the other kinds at all.
+    kaos = {r for rule in role["rules"] if rule["apiGroups"] == ["kaos.tools"] for r in rule["resources"]}
+    assert kaos == {"agentworkflows", "agentworkflows/status", "agentworkflows/finalizers", "agentworkflowruns",
+                    "agentworkflowruns/status", "agents"}
+    (lease_role,) = [r for r in by_kind(objects, "Role") if r["metadata"]["name"] == "kaos-workflow-controller-leader-election"]
+    assert lease_role["metadata"]["namespace"] == NAMESPACE
+    assert lease_role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["kaos-workflow-controller"],
+         "verbs": ["get", "update"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+    ]
+    (binding,) = [b for b in by_kind(objects, "ClusterRoleBinding") if b["metadata"]["name"] == "kaos-workflow-controller"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "kaos-workflow-controller", "namespace": NAMESPACE}]
+    namespaced = render({"global": {"watchNamespaces": ["team-a", "team-b"]}})
+    for namespace in ["team-a", "team-b"]:
+        (team_role,) = [r for r in by_kind(namespaced, "Role")
+                        if r["metadata"]["name"] == "kaos-workflow-controller" and r["metadata"]["namespace"] == namespace]
+        assert team_role["rules"] == WORKFLOW_RULES
+    assert "kaos-workflow-controller" not in names(namespaced, "ClusterRole")
+    # Its uninstall hook releases the runs' finalizer, and touches nothing else of the kinds
+    # (test_uninstall_hooks_release_each_controllers_finalizers checks the rest of it).
+    hooked = [o for o in render(hooks=True) if is_hook(o) and "workflow" in o["metadata"]["name"]]
+    (hook_role,) = by_kind(hooked, "ClusterRole")
+    assert hook_role["rules"] == [{"apiGroups": ["kaos.tools"], "resources": ["agentworkflowruns"], "verbs": ["list", "patch"]}]
+
+
+def test_the_workflow_controller_settings():
+    values = {"workflow-controller": {"a2aCallTimeout": "30s", "workflowPollInterval": "500ms",
+                                      "agentAddressOverrides": "team-a/writer=10.1.2.3:8000,team-b/critic=critic.example:9000",
+                                      "extraEnv": [{"name": "WORKFLOW_POLL_INTERVAL", "value": "5s"}]},
+              "global": {"watchNamespaces": ["team-a", "team-b"], "networkPolicy": {"enabled": True}}}
+    deployment = deployments(render(values))["kaos-workflow-controller-manager"]
+    env = container_env(deployment)
+    assert ("A2A_CALL_TIMEOUT", "30s") in env
+    assert ("AGENT_ADDRESS_OVERRIDES", "team-a/writer=10.1.2.3:8000,team-b/critic=critic.example:9000") in env
+    # The chart's value, then extraEnv last, so it wins.
+    assert [v for k, v in env if k == "WORKFLOW_POLL_INTERVAL"] == ["500ms", "5s"]
+    settings = dict(env)
+    assert settings["WATCH_NAMESPACES"] == "team-a,team-b"
+    assert settings["LEADER_ELECTION_ID"] == "kaos-workflow-controller"
+    assert not [k for k in settings if k.startswith("NETWORK_POLICY_")], "it generates no pods"
+    # Its own image, probes and restricted security, as every controller.
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "ghcr.io/kaos-rs/workflow-controller:0.1.0"
+    assert deployment["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"] == "workflow-controller"
+    assert container["securityContext"] == RESTRICTED_CONTAINER
+    assert deployment["spec"]["template"]["spec"]["securityContext"] == RESTRICTED_POD
+    assert (container["livenessProbe"]["httpGet"], container["readinessProbe"]["httpGet"]) == (
+        {"path": "/healthz", "port": "health"}, {"path": "/readyz", "port": "health"})
+    # An empty override list sets nothing (the controller's own default).
+    empty = deployments(render({"workflow-controller": {"agentAddressOverrides": ""}}))["kaos-workflow-controller-manager"]
+    assert "AGENT_ADDRESS_OVERRIDES" not in dict(container_env(empty))
 
 
 def kaos_cli_operator(deployments):

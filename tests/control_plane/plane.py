@@ -23,9 +23,11 @@ CHART = REPO / "charts" / "kaos"
 NODES = 3
 RELEASE = "kaos"
 CONTROLLERS = ["agent-controller", "modelapi-controller", "mcpserver-controller", "memorystore-controller",
-               "authz-controller"]
-CRDS = ["agents.kaos.tools", "mcpservers.kaos.tools", "memorystores.kaos.tools", "modelapis.kaos.tools",
-        "accessgrants.kaos.tools", "thirdpartyservices.kaos.tools"]
+               "authz-controller", "workflow-controller"]
+# The kinds KAOS 0.8.4 has too (a KAOS install holds these CRDs), then kaos-rs's own.
+KAOS_CRDS = ["agents.kaos.tools", "mcpservers.kaos.tools", "memorystores.kaos.tools", "modelapis.kaos.tools",
+             "accessgrants.kaos.tools", "thirdpartyservices.kaos.tools"]
+CRDS = KAOS_CRDS + ["agentworkflows.kaos.tools", "agentworkflowruns.kaos.tools"]
 KAOS_API = "/apis/kaos.tools/v1alpha1"
 RESTRICTED = "pod-security.kubernetes.io/enforce=restricted"
 # `up` may build everything first; after that it takes seconds.
@@ -153,7 +155,7 @@ class Cluster:
     def strip_finalizers(self):
         """Removes every finalizer from the kaos.tools objects a failed test may have left, so
         their CRDs can go."""
-        for plural in ("agents", "modelapis", "mcpservers", "memorystores"):
+        for plural in ("agents", "modelapis", "mcpservers", "memorystores", "agentworkflowruns"):
             for obj in self.items(f"{KAOS_API}/{plural}"):
                 meta = obj["metadata"]
                 if meta.get("finalizers"):

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from plane import (CHART, CRDS, REPO, RELEASE, RESTRICTED, create_namespace, delete_namespace,
+from plane import (CHART, CRDS, KAOS_CRDS, REPO, RELEASE, RESTRICTED, create_namespace, delete_namespace,
                    requires_plane, wait_until)
 
 pytestmark = requires_plane
@@ -79,7 +79,7 @@ def kaosctl(*args, timeout=180):
 
 def uids(plane):
     """{path: uid} of the CRDs and every Agent, ModelAPI and MCPServer."""
-    found = {f"{CRD_PATH}/{c}": plane.get(f"{CRD_PATH}/{c}")["metadata"]["uid"] for c in CRDS}
+    found = {f"{CRD_PATH}/{c}": plane.get(f"{CRD_PATH}/{c}")["metadata"]["uid"] for c in KAOS_CRDS}
     for plural in ("agents", "modelapis", "mcpservers"):
         for obj in plane.items(f"{KAOS}/{plural}"):
             found[f"{plural}/{obj['metadata']['namespace']}/{obj['metadata']['name']}"] = \
@@ -126,7 +126,7 @@ def migrate(kubeconfig, *args):
 
 
 def test_helm_install_over_kaos_crds_fails_on_ownership(plane, kaos):
-    for crd in CRDS:
+    for crd in KAOS_CRDS:
         labels = plane.get(f"{CRD_PATH}/{crd}")["metadata"].get("labels", {})
         assert "app.kubernetes.io/managed-by" not in labels, labels
     result = plane.helm("install", RELEASE, str(CHART), "-n", NAMESPACE, check=False)

@@ -68,6 +68,7 @@ def controllers(cluster, release, tmp_path_factory):
         running.start("mcpserver-controller", 1)
         running.start("memorystore-controller", 1)
         running.start("authz-controller", 1)
+        running.start("workflow-controller", 1)
         yield running
     finally:
         running.stop_all()

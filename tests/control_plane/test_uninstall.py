@@ -37,12 +37,13 @@ FOREIGN = "example.com/keep"
 # The controllers with a finalizer, hence a hook, and the object of each kind in a namespace.
 FINALIZERS = {"agent-controller": "kaos.tools/agent-finalizer",
               "modelapi-controller": "kaos.tools/modelapi-finalizer",
-              "mcpserver-controller": "kaos.tools/mcpserver-finalizer"}
+              "mcpserver-controller": "kaos.tools/mcpserver-finalizer",
+              "workflow-controller": "kaos.tools/workflow-run-finalizer"}
 PLURALS = {"agent-controller": "agents", "modelapi-controller": "modelapis",
            "mcpserver-controller": "mcpservers", "memorystore-controller": "memorystores",
-           "authz-controller": "accessgrants"}
+           "authz-controller": "accessgrants", "workflow-controller": "agentworkflowruns"}
 NAMES = {"agent-controller": "worker", "modelapi-controller": "llm", "mcpserver-controller": "tools",
-         "memorystore-controller": "memory", "authz-controller": "grant"}
+         "memorystore-controller": "memory", "authz-controller": "grant", "workflow-controller": "once"}
 
 
 def objects(namespace):
@@ -73,6 +74,16 @@ apiVersion: kaos.tools/v1alpha1
 kind: AccessGrant
 metadata: {{name: grant, namespace: {namespace}}}
 spec: {{subjects: [{{kind: Agent, name: worker}}], resources: [{{kind: MCPServer, name: tools}}]}}
+---
+apiVersion: kaos.tools/v1alpha1
+kind: AgentWorkflow
+metadata: {{name: flow, namespace: {namespace}}}
+spec: {{steps: [{{name: ask, agentRef: worker}}]}}
+---
+apiVersion: kaos.tools/v1alpha1
+kind: AgentWorkflowRun
+metadata: {{name: once, namespace: {namespace}}}
+spec: {{workflowRef: flow}}
 """
 
 

@@ -18,6 +18,7 @@ DOCKERFILES = {
     "Dockerfile.mcp-ctrl": "mcpserver-controller",
     "Dockerfile.memorystore-ctrl": "memorystore-controller",
     "Dockerfile.authz-ctrl": "authz-controller",
+    "Dockerfile.workflow-ctrl": "workflow-controller",
 }
 CONTROLLERS = sorted(DOCKERFILES.values())
 # What the release publishes (scripts/release-build.sh's default).

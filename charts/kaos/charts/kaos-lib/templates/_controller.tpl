@@ -10,7 +10,7 @@ the environment only this controller reads, and the kind whose finalizer it adds
 uninstall); no "resource" for kinds without a finalizer (MemoryStores, AccessGrants,
 ThirdPartyServices), which need no uninstall hook. "workloads": the controller generates pods
 (agents, ModelAPIs, MCP servers, MemoryStores), so it takes the settings of their
-NetworkPolicies (global.networkPolicy); the authz controller generates none.
+NetworkPolicies (global.networkPolicy); the authz and workflow controllers generate none.
 */}}
 
 {{/*
@@ -139,9 +139,14 @@ The NETWORK_POLICY_* environment of a controller that generates workloads, from
 global.networkPolicy (docs/network-policy.md, "Chart values"), when it is enabled: lists as
 comma-separated text, label maps as `k=v,k2=v2`, the MCP egress map and the extra egress rules as
 JSON. Disabled, nothing: the controllers' default is off (and they delete the policies they made).
+Called with (dict "policy" global.networkPolicy "root" $). The workflow controller's pods, which
+send A2A tasks to agents, are this release's (the release namespace, its instance label and the
+workflow-controller name label): agents admit them on their port (docs/workflows.md, "Network
+policies"); only the agent controller reads these two.
 */}}
 {{- define "kaos-lib.networkPolicyEnv" -}}
-{{- $policy := . -}}
+{{- $policy := .policy -}}
+{{- $root := .root -}}
 {{- $external := $policy.external | default dict -}}
 {{- $dns := $policy.dns | default dict -}}
 {{- $gateway := $policy.gateway | default dict -}}
@@ -172,6 +177,10 @@ JSON. Disabled, nothing: the controllers' default is off (and they delete the po
   value: {{ include "kaos-lib.labelText" $scraper.namespaceLabels | quote }}
 - name: NETWORK_POLICY_SCRAPER_POD_LABELS
   value: {{ include "kaos-lib.labelText" $scraper.podLabels | quote }}
+- name: NETWORK_POLICY_WORKFLOW_NAMESPACE_LABELS
+  value: {{ include "kaos-lib.labelText" (dict "kubernetes.io/metadata.name" $root.Release.Namespace) | quote }}
+- name: NETWORK_POLICY_WORKFLOW_POD_LABELS
+  value: {{ include "kaos-lib.labelText" (dict "app.kubernetes.io/name" "workflow-controller" "app.kubernetes.io/instance" $root.Release.Name) | quote }}
 - name: NETWORK_POLICY_APISERVER_CIDRS
   value: {{ join "," ($apiServer.cidrs | default list) | quote }}
 - name: NETWORK_POLICY_APISERVER_PORTS
@@ -456,7 +465,7 @@ spec:
             {{- end }}
             {{- $networkPolicy := $global.networkPolicy | default dict }}
             {{- if and (get . "workloads") $networkPolicy.enabled }}
-            {{- include "kaos-lib.networkPolicyEnv" $networkPolicy | nindent 12 }}
+            {{- include "kaos-lib.networkPolicyEnv" (dict "policy" $networkPolicy "root" $root) | nindent 12 }}
             {{- end }}
             {{- with .env }}
             {{- toYaml . | nindent 12 }}
@@ -578,8 +587,8 @@ spec:
 The uninstall hook (global.uninstall.releaseFinalizers): before `helm uninstall` deletes anything,
 a Job runs this controller's image as `<controller> release-finalizers` under its own
 ServiceAccount: it scales the Deployment to 0, waits for the Lease, and removes the controller's
-finalizer from every object of its kind, so no Agent, ModelAPI or MCPServer is left holding a
-finalizer that nothing will remove (deleting the kept CRDs or a namespace would hang). Its RBAC
+finalizer from every object of its kind, so no Agent, ModelAPI, MCPServer or AgentWorkflowRun is
+left holding a finalizer that nothing will remove (deleting the kept CRDs or a namespace would hang). Its RBAC
 exists only while the hook runs: the objects it stops (this Deployment and Lease, by name) and
 list/patch of its kind. Called with the same dict as kaos-lib.controller.
 */}}
