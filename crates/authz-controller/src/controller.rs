@@ -22,7 +22,7 @@ use kaos_runtime::meta_view::MetaView;
 use kaos_runtime::reconciler::{ChildKinds, Core, Primary, status_digest, wire};
 use kaos_runtime::references::{self, Reference, Source};
 use kaos_runtime::stores::{self, Events, cached};
-use kaos_runtime::triggers::{ChangeTracker, dependents_of, name_of};
+use kaos_runtime::triggers::{ChangeTracker, dependents_of};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -200,14 +200,10 @@ fn keep_edges<K: Primary>(
     edges: fn(&K) -> Vec<(Relation, String)>,
 ) -> impl FnMut(&Event<K>) + Send + 'static {
     move |event| {
-        let mut index = index.lock().unwrap_or_else(|e| e.into_inner());
-        match event {
-            Event::Apply(object) | Event::InitApply(object) => {
-                index.set(&name_of(object), edges(object))
-            }
-            Event::Delete(object) => index.remove(&name_of(object)),
-            Event::Init | Event::InitDone => {}
-        }
+        index
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .observe(event, edges)
     }
 }
 

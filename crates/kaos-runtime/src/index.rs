@@ -78,6 +78,23 @@ impl RelationIndex {
         self.edges.insert((namespace, name), edges);
     }
 
+    /// Keeps the edges of an object from its watch event: replaced on every change (`edges`
+    /// computes them from the object), removed on deletion.
+    pub fn observe<K: kube::Resource>(
+        &mut self,
+        event: &kube::runtime::watcher::Event<K>,
+        edges: impl Fn(&K) -> Vec<(Relation, String)>,
+    ) {
+        use kube::runtime::watcher::Event;
+        match event {
+            Event::Apply(object) | Event::InitApply(object) => {
+                self.set(&crate::triggers::name_of(object), edges(object))
+            }
+            Event::Delete(object) => self.remove(&crate::triggers::name_of(object)),
+            Event::Init | Event::InitDone => {}
+        }
+    }
+
     /// Removes every edge of `source`.
     pub fn remove(&mut self, source: &Name) {
         let (namespace, name) = source;

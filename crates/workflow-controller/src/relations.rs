@@ -57,14 +57,10 @@ pub fn keep_edges<K: kube::Resource>(
     edges: fn(&K) -> Vec<(Relation, String)>,
     event: &Event<K>,
 ) {
-    let mut index = index.lock().unwrap_or_else(|e| e.into_inner());
-    match event {
-        Event::Apply(object) | Event::InitApply(object) => {
-            index.set(&name_of(object), edges(object))
-        }
-        Event::Delete(object) => index.remove(&name_of(object)),
-        Event::Init | Event::InitDone => {}
-    }
+    index
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .observe(event, edges)
 }
 
 /// The runs of workflow `name` in `namespace`, by name.
