@@ -144,7 +144,8 @@ def test_without_the_crds_it_says_what_is_missing_and_how_to_install_it(plane, k
     assert len(lines) == 2, result.stderr
     assert lines[0].startswith("kaosctl: https://127.0.0.1:") and " lacks CRD agents.kaos.tools, " \
         "CRD modelapis.kaos.tools, CRD mcpservers.kaos.tools, CRD memorystores.kaos.tools, " \
-        "CRD accessgrants.kaos.tools, CRD thirdpartyservices.kaos.tools, the MCP runtime registry " \
+        "CRD accessgrants.kaos.tools, CRD thirdpartyservices.kaos.tools, CRD agentworkflows.kaos.tools, " \
+        "CRD agentworkflowruns.kaos.tools, the MCP runtime registry " \
         "(ConfigMap kaos-system/kaos-mcp-runtimes)" in lines[0], lines[0]
     assert lines[1].startswith("hint: add --install-crds"), lines[1]
 

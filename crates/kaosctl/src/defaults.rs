@@ -8,6 +8,9 @@ pub const DEFAULT_LITELLM_IMAGE: &str = "ghcr.io/berriai/litellm:main-stable";
 pub const DEFAULT_OLLAMA_IMAGE: &str = "ollama/ollama:latest";
 pub const DEFAULT_MEMORY_SERVICE_IMAGE: &str = "axsauze/kaos-memory-service:latest";
 pub const SYSTEM_NAMESPACE: &str = "kaos-system";
+/// Where `kaosctl dev` writes the sandbox's kubeconfig, and where `kaosctl workflow` looks for
+/// it (the current directory).
+pub const SANDBOX_KUBECONFIG: &str = "kaos-dev.kubeconfig";
 
 /// The quickstart a `kaosctl dev` sandbox applies when no `--apply` is given.
 pub const QUICKSTART: &str = include_str!("../../../examples/quickstart.yaml");
@@ -48,4 +51,17 @@ pub fn controller_settings() -> anyhow::Result<ControllerSettings> {
         mcpserver: mcpserver.settings,
         memorystore: memorystore.settings,
     })
+}
+
+/// The workflow controller's settings, as its binary would parse them from the chart's
+/// environment with `AGENT_ADDRESS_OVERRIDES` set to `overrides` (`namespace/agent=host:port`
+/// entries separated by commas).
+pub fn workflow_settings(
+    overrides: &str,
+) -> anyhow::Result<workflow_controller::settings::Settings> {
+    let args = workflow_controller::settings::Args::try_parse_from([
+        "workflow-controller".to_string(),
+        format!("--agent-address-overrides={overrides}"),
+    ])?;
+    Ok(args.settings)
 }

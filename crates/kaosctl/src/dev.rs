@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kaos_api::workflow::AgentWorkflowRunStatus;
 use kaos_runtime::{ControllerId, Runtime, RuntimeArgs};
 use kaos_testkit::{ApiServer, ServeOptions, TestServer};
 use kube::api::{Api, ListParams, Patch, PatchParams};
@@ -25,7 +26,10 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::defaults::{QUICKSTART, SANDBOX_CREDENTIALS, SYSTEM_NAMESPACE, controller_settings};
+use crate::defaults::{
+    QUICKSTART, SANDBOX_CREDENTIALS, SYSTEM_NAMESPACE, controller_settings, workflow_settings,
+};
+use crate::workflow::steps_summary;
 
 /// When a custom resource has settled, for [`Dev::wait_ready`].
 #[derive(Clone, Copy)]
@@ -36,6 +40,13 @@ enum Settled {
     /// and ThirdPartyServices are never Ready (kaos-rs enforces neither): the condition saying so
     /// is all there is to wait for, and its reason stands in for their phase.
     WhenWritten(&'static str),
+    /// Once this condition is True for the current generation: AgentWorkflows, whose `Ready`
+    /// says whether they can run (False: a cycle, a bad schedule, a missing agent; its reason
+    /// stands in for their phase).
+    WhenTrue(&'static str),
+    /// Never waited for, only shown with their steps: AgentWorkflowRuns, which come (by hand, by
+    /// the schedule) and go (history limits) whatever was applied.
+    Shown,
 }
 
 /// The custom resources reported: (plural, kind, when it has settled).
@@ -54,7 +65,22 @@ const KINDS: &[(&str, &str, Settled)] = &[
         "ThirdPartyService",
         Settled::WhenWritten(authz_controller::status::READY),
     ),
+    (
+        "agentworkflows",
+        "AgentWorkflow",
+        Settled::WhenTrue(workflow_controller::validation::READY),
+    ),
+    ("agentworkflowruns", RUN_KIND, Settled::Shown),
 ];
+
+const RUN_KIND: &str = "AgentWorkflowRun";
+
+/// Whether rows of `kind` are only shown, never waited for.
+fn shown_only(kind: &str) -> bool {
+    KINDS
+        .iter()
+        .any(|(_, k, settled)| *k == kind && matches!(settled, Settled::Shown))
+}
 
 /// A controller running in-process until the stop signal, and where its metrics are served.
 struct RunningController {
@@ -87,6 +113,62 @@ pub struct Options {
     /// Manifests to apply (files or directories). None: the quickstart in a sandbox, nothing on
     /// an existing cluster (whose resources are the user's).
     pub apply: Vec<PathBuf>,
+    /// Where the workflow controller sends the steps of these agents, in place of their
+    /// Services (whose DNS names do not resolve outside a cluster).
+    pub agent_addresses: Vec<AgentAddress>,
+}
+
+/// `--agent-address`: where the workflow controller reaches an agent, e.g. an agent runtime
+/// on a local port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AgentAddress {
+    /// None: the namespace manifests without one go to (the sandbox's `default`, or the
+    /// kubeconfig context's).
+    pub namespace: Option<String>,
+    pub name: String,
+    /// `host:port`.
+    pub address: String,
+}
+
+impl std::str::FromStr for AgentAddress {
+    type Err = String;
+
+    /// `NAME=HOST:PORT` or `NAMESPACE/NAME=HOST:PORT`.
+    fn from_str(text: &str) -> Result<Self, String> {
+        let expected = "expected NAME=HOST:PORT or NAMESPACE/NAME=HOST:PORT";
+        let (agent, address) = text
+            .split_once('=')
+            .ok_or_else(|| format!("no `=` ({expected})"))?;
+        let (namespace, name) = match agent.trim().split_once('/') {
+            Some((namespace, name)) => (Some(namespace.to_string()), name.to_string()),
+            None => (None, agent.trim().to_string()),
+        };
+        let address = address.trim().to_string();
+        // The workflow controller's own reading of AGENT_ADDRESS_OVERRIDES checks the rest.
+        let entry = format!(
+            "{}/{name}={address}",
+            namespace.as_deref().unwrap_or("default")
+        );
+        workflow_controller::endpoints::AddressOverrides::parse(&entry)
+            .map_err(|error| format!("{} ({expected})", error.reason))?;
+        Ok(Self {
+            namespace,
+            name,
+            address,
+        })
+    }
+}
+
+/// The workflow controller's AGENT_ADDRESS_OVERRIDES for `addresses`, bare names in
+/// `default_namespace`.
+fn address_overrides(addresses: &[AgentAddress], default_namespace: &str) -> Vec<String> {
+    addresses
+        .iter()
+        .map(|a| {
+            let namespace = a.namespace.as_deref().unwrap_or(default_namespace);
+            format!("{namespace}/{}={}", a.name, a.address)
+        })
+        .collect()
 }
 
 /// Why [`start`] failed, and what to do about it.
@@ -117,6 +199,8 @@ pub struct Dev {
     pub lease_namespace: String,
     /// (controller, metrics address)
     pub metrics: Vec<(&'static str, SocketAddr)>,
+    /// The workflow controller's agent address overrides, `namespace/agent=host:port`.
+    pub agent_addresses: Vec<String>,
     /// The custom resources applied, as (kind, namespace, name): what [`Dev::wait_ready`] waits
     /// for. Empty when nothing was applied: then every custom resource in the cluster.
     applied: BTreeSet<(String, String, String)>,
@@ -324,7 +408,9 @@ async fn apply_documents(
         )
         .await
         .with_context(|| format!("cannot apply {} {name}", types.kind))?;
-        if KINDS.iter().any(|(_, kind, _)| *kind == types.kind) && group == "kaos.tools" {
+        let waited =
+            KINDS.iter().any(|(_, kind, _)| *kind == types.kind) && !shown_only(&types.kind);
+        if waited && group == "kaos.tools" {
             applied.insert((types.kind.clone(), namespace, name));
         }
     }
@@ -336,9 +422,11 @@ async fn apply_documents(
 fn start_controllers(
     config: kube::Config,
     lease_namespace: &str,
+    agent_addresses: &[String],
     stop: &watch::Sender<bool>,
 ) -> anyhow::Result<Vec<RunningController>> {
     let settings = controller_settings()?;
+    let workflow = workflow_settings(&agent_addresses.join(","))?;
     let (modelapi, mcpserver, memorystore, agent) = (
         settings.modelapi,
         settings.mcpserver,
@@ -362,6 +450,8 @@ fn start_controllers(
         start("agent-controller", agent_controller::ID)
             .spawn(move |rt| agent_controller::controller::run(rt, agent))?,
         start("authz-controller", authz_controller::ID).spawn(authz_controller::controller::run)?,
+        start("workflow-controller", workflow_controller::ID)
+            .spawn(move |rt| workflow_controller::controller::run(rt, workflow))?,
     ])
 }
 
@@ -470,8 +560,9 @@ pub async fn start(options: &Options) -> Result<Dev, StartError> {
         }
     }
 
+    let agent_addresses = address_overrides(&options.agent_addresses, client.default_namespace());
     let (stop, _) = watch::channel(false);
-    let running = start_controllers(config, &lease_namespace, &stop)
+    let running = start_controllers(config, &lease_namespace, &agent_addresses, &stop)
         .map_err(hint("this is a bug in kaosctl"))?;
     let metrics = running.iter().map(|c| (c.name, c.metrics)).collect();
     let controllers = running.into_iter().map(|c| c.task).collect();
@@ -493,6 +584,7 @@ pub async fn start(options: &Options) -> Result<Dev, StartError> {
         kubeconfig,
         lease_namespace,
         metrics,
+        agent_addresses,
         applied,
         stop,
         controllers,
@@ -509,6 +601,8 @@ pub struct Row {
     pub phase: String,
     pub endpoint: String,
     pub message: String,
+    /// For an AgentWorkflowRun, each step's phase: `a Succeeded, b Running`.
+    pub steps: String,
     /// Whether [`Dev::wait_ready`] has nothing more to wait for.
     pub settled: bool,
 }
@@ -532,6 +626,7 @@ fn condition<'a>(object: &'a Value, type_: &str) -> Option<&'a Value> {
 /// A custom resource as a row: its phase, or for the kinds without one the condition it settles
 /// on (written for its current generation), with the unresolved references as the message.
 fn row(kind: &str, settled: Settled, object: &Value) -> Row {
+    let mut steps = String::new();
     let (phase, message, settled) = match settled {
         Settled::WhenReady => {
             let phase = text(object, "/status/phase");
@@ -556,6 +651,31 @@ fn row(kind: &str, settled: Settled, object: &Value) -> Row {
                 current,
             )
         }
+        Settled::WhenTrue(type_) => {
+            let current = condition(object, type_)
+                .filter(|c| c.get("observedGeneration") == object.pointer("/metadata/generation"));
+            let ready = current.is_some_and(|c| c["status"] == "True");
+            let phase = match current {
+                None => "",
+                Some(_) if ready => "Ready",
+                Some(c) => c["reason"].as_str().unwrap_or("NotReady"),
+            };
+            let message = current.map_or("", |c| c["message"].as_str().unwrap_or_default());
+            (phase.into(), message.into(), ready)
+        }
+        Settled::Shown => {
+            let status: Option<AgentWorkflowRunStatus> = object
+                .get("status")
+                .and_then(|s| serde_json::from_value(s.clone()).ok());
+            steps = status.as_ref().map(steps_summary).unwrap_or_default();
+            let phase = text(object, "/status/phase");
+            let phase = if phase.is_empty() {
+                "Pending".into()
+            } else {
+                phase
+            };
+            (phase, text(object, "/status/message"), true)
+        }
     };
     Row {
         kind: kind.to_string(),
@@ -564,7 +684,50 @@ fn row(kind: &str, settled: Settled, object: &Value) -> Row {
         phase,
         endpoint: text(object, "/status/endpoint"),
         message,
+        steps,
         settled,
+    }
+}
+
+/// A run in one line: `NAME  PHASE  a Succeeded, b Running`, with the reason when it failed
+/// or was canceled.
+fn run_line(r: &Row) -> String {
+    let mut line = format!("{}  {}", r.name, r.phase);
+    if !r.steps.is_empty() {
+        line.push_str(&format!("  {}", r.steps));
+    }
+    if matches!(r.phase.as_str(), "Failed" | "Canceled") && !r.message.is_empty() {
+        line.push_str(&format!("  ({})", r.message));
+    }
+    line
+}
+
+/// Follows the runs for `kaosctl dev`'s output: a line for each run that appeared or changed
+/// since the last look.
+#[derive(Default)]
+pub struct RunFollower {
+    seen: HashMap<(String, String), String>,
+}
+
+impl RunFollower {
+    /// `run NAMESPACE/NAME  PHASE  a Succeeded, b Running` for each run new or changed since
+    /// the last call (none when the runs cannot be listed now: the next call catches up).
+    pub async fn changes(&mut self, dev: &Dev) -> Vec<String> {
+        let Ok(rows) = dev.rows().await else {
+            return Vec::new();
+        };
+        let mut lines = Vec::new();
+        let mut seen = HashMap::new();
+        for r in rows.iter().filter(|r| r.kind == RUN_KIND) {
+            let key = (r.namespace.clone(), r.name.clone());
+            let line = run_line(r);
+            if self.seen.get(&key) != Some(&line) {
+                lines.push(format!("run {}/{line}", r.namespace));
+            }
+            seen.insert(key, line);
+        }
+        self.seen = seen;
+        lines
     }
 }
 
@@ -622,7 +785,10 @@ impl Dev {
         loop {
             let (line, waiting) = match self.rows().await {
                 Ok(rows) => {
-                    let rows: Vec<Row> = rows.into_iter().filter(|r| self.tracked(r)).collect();
+                    let rows: Vec<Row> = rows
+                        .into_iter()
+                        .filter(|r| self.tracked(r) && !shown_only(&r.kind))
+                        .collect();
                     let waiting: Vec<Row> = rows.iter().filter(|r| !r.settled).cloned().collect();
                     if waiting.is_empty() && rows.len() >= self.applied.len() {
                         return Ok(());
@@ -656,9 +822,15 @@ impl Dev {
         }
     }
 
-    /// The summary: every custom resource, the children, the metrics URLs and the kubeconfig.
+    /// The summary: every custom resource, the runs with their steps, the children, the metrics
+    /// URLs, the agent addresses and the kubeconfig.
     pub async fn report(&self) -> String {
-        let rows = self.rows().await.unwrap_or_default();
+        let (runs, rows): (Vec<Row>, Vec<Row>) = self
+            .rows()
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .partition(|r| shown_only(&r.kind));
         let width = |f: fn(&Row) -> &str, title: &str| {
             rows.iter()
                 .map(|r| f(r).len())
@@ -684,6 +856,12 @@ impl Dev {
             out.push_str(line.trim_end());
             out.push('\n');
         }
+        if !runs.is_empty() {
+            out.push_str("\nruns:\n");
+            for r in &runs {
+                out.push_str(&format!("  {}\n", run_line(r)));
+            }
+        }
         out.push_str("\nchildren:\n");
         for (kind, name) in self.children().await.unwrap_or_default() {
             out.push_str(&format!("  {kind} {name}\n"));
@@ -692,8 +870,14 @@ impl Dev {
         for (controller, address) in &self.metrics {
             out.push_str(&format!("  {controller}: http://{address}/metrics\n"));
         }
+        if !self.agent_addresses.is_empty() {
+            out.push_str("\nagent addresses (workflow steps go there):\n");
+            for address in &self.agent_addresses {
+                out.push_str(&format!("  {address}\n"));
+            }
+        }
         out.push_str(&format!(
-            "\nkubeconfig: {path}\ntry: kubectl --kubeconfig {path} get agents,modelapis,mcpservers,memorystores,accessgrants,thirdpartyservices\n",
+            "\nkubeconfig: {path}\ntry: kubectl --kubeconfig {path} get agents,modelapis,mcpservers,memorystores,accessgrants,thirdpartyservices,agentworkflows,agentworkflowruns\n",
             path = self.kubeconfig.display()
         ));
         out

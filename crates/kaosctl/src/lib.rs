@@ -1,7 +1,8 @@
-//! The library behind `kaosctl`: `dev` (the controllers against a sandbox or a cluster), manifest rendering and
-//! `migrate` (from the KAOS Go operator).
+//! The library behind `kaosctl`: `dev` (the controllers against a sandbox or a cluster), manifest rendering,
+//! `migrate` (from the KAOS Go operator) and `workflow` (run an AgentWorkflow now, list its runs).
 
 pub mod defaults;
 pub mod dev;
 pub mod migrate;
 pub mod render;
+pub mod workflow;

@@ -1,5 +1,6 @@
 //! `kaosctl`: try kaos-rs without a cluster or against one (`dev`), see what a manifest produces
-//! (`render`), print the CRDs (`crds`). Errors are one line and a hint.
+//! (`render`), run a workflow now (`workflow run`), print the CRDs (`crds`). Errors are one line
+//! and a hint.
 
 use std::io::Read;
 use std::net::SocketAddr;
@@ -9,9 +10,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use kaosctl::dev::{self, Cluster, Options, StartError};
-use kaosctl::migrate;
+use kaosctl::defaults::SANDBOX_KUBECONFIG;
+use kaosctl::dev::{self, AgentAddress, Cluster, Options, RunFollower, StartError};
 use kaosctl::render::{render, to_yaml};
+use kaosctl::{migrate, workflow};
 use serde_json::Value;
 
 #[derive(Parser)]
@@ -46,7 +48,7 @@ enum Command {
         #[arg(
             long,
             value_name = "PATH",
-            default_value = "kaos-dev.kubeconfig",
+            default_value = SANDBOX_KUBECONFIG,
             conflicts_with = "kubeconfig"
         )]
         write_kubeconfig: PathBuf,
@@ -54,9 +56,14 @@ enum Command {
         /// a sandbox, nothing on an existing cluster.
         #[arg(long = "apply", value_name = "FILE")]
         apply: Vec<PathBuf>,
+        /// Where workflow steps reach an agent instead of its Service, whose DNS name does not
+        /// resolve here: an agent runtime on a local port, say (repeatable). A bare NAME is in
+        /// the namespace manifests without one go to (`default`, or the kubeconfig context's).
+        #[arg(long = "agent-address", value_name = "[NAMESPACE/]NAME=HOST:PORT")]
+        agent_addresses: Vec<AgentAddress>,
         /// Exit 0 once every applied resource is Ready, or for AccessGrants and
         /// ThirdPartyServices (never Ready: kaos-rs enforces neither) reconciled (non-zero with
-        /// the reasons on timeout).
+        /// the reasons on timeout). AgentWorkflowRuns are shown, not waited for.
         #[arg(long)]
         exit_when_ready: bool,
         /// Seconds to wait for readiness.
@@ -68,6 +75,11 @@ enum Command {
         /// Manifest files (`-` for standard input; repeatable).
         #[arg(short = 'f', long = "filename", required = true)]
         files: Vec<String>,
+    },
+    /// Run AgentWorkflows and see their runs, on the sandbox or a cluster.
+    Workflow {
+        #[command(subcommand)]
+        command: WorkflowCommand,
     },
     /// Print the CustomResourceDefinitions.
     Crds,
@@ -107,6 +119,38 @@ enum Command {
     },
 }
 
+/// Where `kaosctl workflow` finds the workflow.
+#[derive(clap::Args)]
+struct WorkflowTarget {
+    /// The AgentWorkflow.
+    name: String,
+    /// Its namespace. Default: the kubeconfig context's (or `default`).
+    #[arg(long, short = 'n')]
+    namespace: Option<String>,
+    /// The cluster of this kubeconfig (its current context). Default: the sandbox's
+    /// (kaos-dev.kubeconfig, when in the current directory), else $KUBECONFIG or ~/.kube/config.
+    #[arg(long, value_name = "PATH")]
+    kubeconfig: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum WorkflowCommand {
+    /// Run the workflow now: create an AgentWorkflowRun of it (trigger Manual) and print its
+    /// name.
+    Run {
+        #[command(flatten)]
+        target: WorkflowTarget,
+        /// The run's input, in place of the workflow's `spec.input` (`{{ input }}` in steps).
+        #[arg(long)]
+        input: Option<String>,
+    },
+    /// List the workflow's runs, oldest first: phase, trigger, start, completion, steps.
+    Runs {
+        #[command(flatten)]
+        target: WorkflowTarget,
+    },
+}
+
 /// An error and what to do about it.
 struct Failure {
     error: anyhow::Error,
@@ -122,6 +166,12 @@ fn fail(hint: &'static str) -> impl FnOnce(anyhow::Error) -> Failure {
 
 impl From<migrate::Failure> for Failure {
     fn from(migrate::Failure { error, hint }: migrate::Failure) -> Self {
+        Failure { error, hint }
+    }
+}
+
+impl From<workflow::Failure> for Failure {
+    fn from(workflow::Failure { error, hint }: workflow::Failure) -> Self {
         Failure { error, hint }
     }
 }
@@ -153,6 +203,33 @@ fn read_documents(files: &[String]) -> anyhow::Result<Vec<Value>> {
 
 async fn run(command: Command) -> Result<ExitCode, Failure> {
     match command {
+        Command::Workflow { command } => match command {
+            WorkflowCommand::Run { target, input } => {
+                let cluster = workflow::connect(target.kubeconfig.as_deref()).await?;
+                let namespace = workflow::namespace_of(&cluster, target.namespace.as_deref());
+                let run = workflow::run(&cluster, &namespace, &target.name, input).await?;
+                println!("{run}");
+                eprintln!(
+                    "follow it: kaosctl workflow runs {} -n {namespace}{}",
+                    target.name,
+                    cluster
+                        .kubeconfig
+                        .as_ref()
+                        .filter(|_| target.kubeconfig.is_some())
+                        .map_or(String::new(), |p| format!(" --kubeconfig {}", p.display()))
+                );
+                Ok(ExitCode::SUCCESS)
+            }
+            WorkflowCommand::Runs { target } => {
+                let cluster = workflow::connect(target.kubeconfig.as_deref()).await?;
+                let namespace = workflow::namespace_of(&cluster, target.namespace.as_deref());
+                print!(
+                    "{}",
+                    workflow::runs(&cluster, &namespace, &target.name).await?
+                );
+                Ok(ExitCode::SUCCESS)
+            }
+        },
         Command::Crds => {
             let yaml = kaos_api::crd::all_yaml()
                 .map_err(|e| fail("this is a bug in kaosctl")(e.into()))?;
@@ -236,6 +313,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             listen,
             write_kubeconfig,
             apply,
+            agent_addresses,
             exit_when_ready,
             timeout,
         } => {
@@ -252,7 +330,12 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
                     write_kubeconfig,
                 },
             };
-            let dev = dev::start(&Options { cluster, apply }).await?;
+            let dev = dev::start(&Options {
+                cluster,
+                apply,
+                agent_addresses,
+            })
+            .await?;
             if dev.testkit.is_some() {
                 eprintln!(
                     "kaos-rs sandbox: API server {}, controllers starting",
@@ -296,8 +379,22 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
                 }
             }
             if !exit_when_ready {
-                eprintln!("running until interrupted (Ctrl-C)");
-                let _ = tokio::signal::ctrl_c().await;
+                eprintln!("running until interrupted (Ctrl-C); runs are shown as they change");
+                // The runs the report showed are not shown again until they change.
+                let mut runs = RunFollower::default();
+                runs.changes(&dev).await;
+                let follow = async {
+                    loop {
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        for line in runs.changes(&dev).await {
+                            println!("{line}");
+                        }
+                    }
+                };
+                tokio::select! {
+                    () = follow => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
                 eprintln!("stopping the controllers");
             }
             dev.stop().await;

@@ -1,7 +1,7 @@
 //! `kaosctl render`: the objects the controllers would create for the resources in some
 //! manifests, computed by the controllers' own pure builders. Dependencies found in the same
-//! manifests are treated as ready; no cluster is involved. AccessGrants and ThirdPartyServices
-//! are validated and create nothing: a comment says so.
+//! manifests are treated as ready; no cluster is involved. AccessGrants, ThirdPartyServices,
+//! AgentWorkflows and AgentWorkflowRuns are validated and create nothing: a comment says so.
 
 use anyhow::{Context, bail};
 use authz_controller::status::{AUTHORIZATION_DISABLED, ENFORCED, FEATURE_DISABLED, READY};
@@ -11,6 +11,7 @@ use kaos_api::agent::Agent;
 use kaos_api::mcpserver::MCPServer;
 use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
+use kaos_api::workflow::{AgentWorkflow, AgentWorkflowRun};
 use kaos_runtime::converge::{Child, WorkloadChildren};
 use kaos_testkit::schema::{CrdSchema, UnknownFields};
 use kube::{Resource, ResourceExt};
@@ -101,11 +102,65 @@ fn no_objects<K: Resource<DynamicType = ()>>(object: &K, condition: &str, reason
     )
 }
 
+/// The note of a workflow or a run: the workflow controller only calls agents and writes
+/// statuses.
+fn workflow_note<K: Resource<DynamicType = ()>>(object: &K, what: &str) -> String {
+    format!(
+        "{} {}/{}: creates no objects; the workflow controller {what} and writes its status",
+        K::kind(&()),
+        object.namespace().unwrap_or_default(),
+        object.name_any()
+    )
+}
+
+/// What the workflow controller would say of the workflows and runs: a workflow that cannot
+/// run (its `Ready` condition False: a cycle, a schedule it cannot read, an agent not in the
+/// manifests), a run of a workflow not in the manifests.
+fn workflow_problems(
+    workflows: &[AgentWorkflow],
+    runs: &[AgentWorkflowRun],
+    agents: &[Agent],
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for w in workflows {
+        let ns = w.namespace();
+        let validity = workflow_controller::validation::validate(
+            &w.spec,
+            ns.as_deref().unwrap_or_default(),
+            |agent| agents.iter().any(|a| named(a, &ns, agent)),
+        );
+        if let Some(problem) = validity.problem {
+            problems.push(format!(
+                "AgentWorkflow {}: {} ({})",
+                w.name_any(),
+                problem.message,
+                problem.reason
+            ));
+        }
+    }
+    for r in runs {
+        let ns = r.namespace();
+        if !workflows
+            .iter()
+            .any(|w| named(w, &ns, &r.spec.workflow_ref))
+        {
+            problems.push(format!(
+                "AgentWorkflowRun {}: AgentWorkflow {} not found in namespace {}",
+                r.name_any(),
+                r.spec.workflow_ref,
+                ns.unwrap_or_default()
+            ));
+        }
+    }
+    problems
+}
+
 /// Renders every kaos.tools resource of `documents`.
 pub fn render(documents: &[Value]) -> anyhow::Result<Rendered> {
     let settings = controller_settings()?;
     let (mut model_apis, mut servers, mut stores, mut agents) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut workflows, mut runs) = (Vec::new(), Vec::new());
     let mut registry_text = None;
     let mut notes = Vec::new();
     for document in documents {
@@ -135,6 +190,23 @@ pub fn render(documents: &[Value]) -> anyhow::Result<Rendered> {
             ("kaos.tools/v1alpha1", "ThirdPartyService") => {
                 let service = admit::<ThirdPartyService>(kind, document.clone())?;
                 notes.push(no_objects(&service, READY, FEATURE_DISABLED));
+            }
+            // Status only: their steps are tasks sent to agents over A2A.
+            ("kaos.tools/v1alpha1", "AgentWorkflow") => {
+                let workflow = admit::<AgentWorkflow>(kind, document.clone())?;
+                notes.push(workflow_note(
+                    &workflow,
+                    "sends its steps to their agents over A2A (for each AgentWorkflowRun, and on its schedule)",
+                ));
+                workflows.push(workflow);
+            }
+            ("kaos.tools/v1alpha1", "AgentWorkflowRun") => {
+                let run = admit::<AgentWorkflowRun>(kind, document.clone())?;
+                notes.push(workflow_note(
+                    &run,
+                    "sends the steps of its workflow to their agents over A2A",
+                ));
+                runs.push(run);
             }
             ("v1", "ConfigMap")
                 if document.pointer("/metadata/name").and_then(Value::as_str)
@@ -315,6 +387,9 @@ pub fn render(documents: &[Value]) -> anyhow::Result<Rendered> {
             }
         }
     }
+    rendered
+        .problems
+        .extend(workflow_problems(&workflows, &runs, &agents));
     Ok(rendered)
 }
 

@@ -1,6 +1,6 @@
 //! `kaosctl render` prints what the controllers really create; `kaosctl dev --exit-when-ready`
 //! brings the quickstart to Ready in a sandbox and, with `--kubeconfig`, on an existing cluster;
-//! errors are one line and a hint.
+//! the sandbox runs workflows that `kaosctl workflow run` starts; errors are one line and a hint.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -89,6 +89,7 @@ async fn render_prints_what_the_controllers_really_create() {
             write_kubeconfig: dir.join("kubeconfig"),
         },
         apply: vec![],
+        agent_addresses: vec![],
     };
     let sandbox = dev::start(&options).await.expect("sandbox");
     sandbox
@@ -215,6 +216,7 @@ async fn render_and_the_sandbox_agree_on_a_memory_store_and_its_agent() {
             repo().join("examples/quickstart.yaml"),
             repo().join("examples/memory-and-autonomy.yaml"),
         ],
+        agent_addresses: vec![],
     };
     let sandbox = dev::start(&options).await.expect("sandbox");
     sandbox
@@ -328,6 +330,7 @@ async fn the_sandbox_reports_access_grants_and_third_party_services() {
             write_kubeconfig: dir.join("kubeconfig"),
         },
         apply: vec![credentials, repo().join("examples/quickstart.yaml"), access],
+        agent_addresses: vec![],
     };
     let sandbox = dev::start(&options).await.expect("sandbox");
     sandbox
@@ -631,7 +634,8 @@ async fn dev_with_kubeconfig_brings_the_quickstart_to_ready_on_an_existing_clust
             "kaos-authz-controller",
             "kaos-mcpserver-controller",
             "kaos-memorystore-controller",
-            "kaos-modelapi-controller"
+            "kaos-modelapi-controller",
+            "kaos-workflow-controller"
         ]
     );
     // A clean stop hands the Leases over (no holder left), so the next run leads at once.
@@ -655,6 +659,445 @@ async fn dev_with_kubeconfig_brings_the_quickstart_to_ready_on_an_existing_clust
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A diamond of steps over the quickstart's agents.
+const WORKFLOW: &str = r#"apiVersion: kaos.tools/v1alpha1
+kind: AgentWorkflow
+metadata: {name: greet}
+spec:
+  input: "the workflow's input"
+  steps:
+    - {name: ask, agentRef: worker}
+    - {name: left, agentRef: worker, dependsOn: [ask], input: "left of {{ steps.ask.output }}"}
+    - {name: right, agentRef: coordinator, dependsOn: [ask], input: "right of {{ steps.ask.output }}"}
+    - name: join
+      agentRef: coordinator
+      dependsOn: [left, right]
+      input: "{{ steps.left.output }} + {{ steps.right.output }}"
+"#;
+
+fn yaml_documents(text: &str) -> Vec<Value> {
+    serde_saphyr::from_multiple::<Value>(text)
+        .expect("yaml")
+        .into_iter()
+        .filter(|d| !d.is_null())
+        .collect()
+}
+
+/// Runs `kaosctl render -f -` on `manifest`: (success, stdout, stderr).
+fn render_cli(manifest: &str) -> (bool, String, String) {
+    use std::io::Write;
+    let out = Command::new(env!("CARGO_BIN_EXE_kaosctl"))
+        .args(["render", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(manifest.as_bytes())?;
+            child.wait_with_output()
+        })
+        .expect("runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Workflows and runs render to nothing, with a comment each; what the API server refuses is
+/// refused with its field path, and what the workflow controller would report (a step reading
+/// a step it does not wait for, a missing agent or workflow) is a problem.
+#[test]
+fn render_validates_workflows_and_runs_and_creates_nothing_for_them() {
+    let run = "apiVersion: kaos.tools/v1alpha1\nkind: AgentWorkflowRun\nmetadata: {name: greet-now}\nspec: {workflowRef: greet, input: hi}\n";
+    let mut documents = quickstart();
+    documents.extend(yaml_documents(WORKFLOW));
+    documents.extend(yaml_documents(run));
+    let rendered = render(&documents).expect("renders");
+    assert!(rendered.problems.is_empty(), "{:?}", rendered.problems);
+    assert_eq!(
+        rendered.objects,
+        render(&quickstart()).expect("renders").objects,
+        "they add no object"
+    );
+    assert_eq!(
+        rendered.notes,
+        [
+            "AgentWorkflow default/greet: creates no objects; the workflow controller sends its steps to their agents over A2A (for each AgentWorkflowRun, and on its schedule) and writes its status",
+            "AgentWorkflowRun default/greet-now: creates no objects; the workflow controller sends the steps of its workflow to their agents over A2A and writes its status",
+        ]
+    );
+
+    // The schema and its CEL rules, as the API server applies them: each error has its path.
+    let bad = WORKFLOW
+        .replace(
+            "dependsOn: [ask], input: \"left",
+            "dependsOn: [left], input: \"left",
+        )
+        .replace("input: \"the workflow's input\"", "schedule: every day");
+    let err = render(&yaml_documents(&bad)).expect_err("invalid");
+    let message = err.to_string();
+    assert!(
+        message.starts_with("AgentWorkflow greet is invalid: "),
+        "{message}"
+    );
+    for expected in [
+        "spec.steps[1].dependsOn: Invalid value: a step cannot depend on itself",
+        "spec.schedule: Invalid value: \"every day\": schedule must be a cron expression",
+    ] {
+        assert!(message.contains(expected), "{expected:?} in {message}");
+    }
+    let (ok, stdout, stderr) = render_cli(&bad);
+    assert!(!ok && stdout.is_empty(), "{stdout}");
+    assert_eq!(stderr.lines().count(), 2, "one line and a hint: {stderr}");
+    assert!(
+        stderr.starts_with("kaosctl: AgentWorkflow greet is invalid: ")
+            && stderr
+                .contains("spec.steps[1].dependsOn: Invalid value: a step cannot depend on itself")
+            && stderr.contains("\nhint: fix the manifest"),
+        "{stderr}"
+    );
+
+    // Valid for the API server, refused by the controller: reported like an Agent whose
+    // ModelAPI is missing.
+    let unordered = WORKFLOW.replace(
+        "dependsOn: [ask], input: \"right of {{ steps.ask.output }}\"",
+        "dependsOn: [ask], input: \"right of {{ steps.left.output }}\"",
+    );
+    let mut documents = quickstart();
+    documents.extend(yaml_documents(&unordered));
+    documents.extend(yaml_documents(
+        &run.replace("workflowRef: greet", "workflowRef: missing"),
+    ));
+    let rendered = render(&documents).expect("renders");
+    assert_eq!(
+        rendered.problems,
+        [
+            "AgentWorkflow greet: the input of step right reads the output of left, but right does not depend on left (directly or through its dependencies), so it may not have run yet; fix spec.steps (InvalidGraph)",
+            "AgentWorkflowRun greet-now: AgentWorkflow missing not found in namespace default",
+        ]
+    );
+    let (ok, stdout, stderr) = render_cli(WORKFLOW);
+    assert!(!ok, "the agents are not in the manifests");
+    assert!(stdout.lines().all(|l| l.starts_with("# ")), "{stdout}");
+    assert_eq!(
+        stderr.trim_end(),
+        "kaosctl: AgentWorkflow greet: Agents coordinator, worker not found in namespace default: create them, or fix the agentRef of the steps that name them (AgentNotFound)"
+    );
+}
+
+/// One task a fake agent received: (idempotency key, text).
+type Received = std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>;
+
+/// A fake A2A agent on a local port: answers SendMessage at once with a completed task whose
+/// answer is `<name>(<text>)`, lists its tasks (newest first) and gets them, as the KAOS agent
+/// runtime does.
+async fn fake_agent(name: &'static str) -> (std::net::SocketAddr, Received) {
+    use axum::Json;
+    use axum::extract::State;
+    use serde_json::json;
+    type Tasks = std::sync::Arc<std::sync::Mutex<Vec<Value>>>;
+    async fn rpc(
+        State((name, tasks, received)): State<(&'static str, Tasks, Received)>,
+        Json(request): Json<Value>,
+    ) -> Json<Value> {
+        let params = &request["params"];
+        let mut tasks = tasks.lock().expect("tasks");
+        let result = match request["method"].as_str().unwrap_or_default() {
+            "SendMessage" => {
+                let text = params["message"]["parts"][0]["text"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                let metadata = params["message"]["metadata"].clone();
+                let key = metadata["kaos.tools/idempotency-key"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                received.lock().expect("received").push((key, text.clone()));
+                let task = json!({
+                    "id": format!("{name}-{}", tasks.len() + 1),
+                    "status": {"state": "completed"},
+                    "history": [
+                        {"role": "user", "parts": [{"type": "text", "text": text}]},
+                        {"role": "agent", "parts": [{"type": "text", "text": format!("{name}({text})")}]},
+                    ],
+                    "metadata": metadata,
+                });
+                tasks.insert(0, task.clone());
+                task
+            }
+            "ListTasks" => json!({"tasks": *tasks, "count": tasks.len()}),
+            "GetTask" => match tasks.iter().find(|t| t["id"] == params["id"]) {
+                Some(task) => task.clone(),
+                None => {
+                    return Json(json!({"jsonrpc": "2.0", "id": request["id"],
+                        "error": {"code": -32001, "message": "Task not found"}}));
+                }
+            },
+            other => {
+                return Json(json!({"jsonrpc": "2.0", "id": request["id"],
+                    "error": {"code": -32601, "message": format!("Method not found: {other}")}}));
+            }
+        };
+        Json(json!({"jsonrpc": "2.0", "id": request["id"], "result": result}))
+    }
+    let received = Received::default();
+    let app = axum::Router::new()
+        .route("/", axum::routing::post(rpc))
+        .with_state((name, Tasks::default(), received.clone()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (address, received)
+}
+
+/// The sandbox runs the workflow controller: a workflow is waited for until Ready (one that
+/// cannot run is reported with its reason), `kaosctl workflow run` starts a run that the
+/// controller sends to the agents at their `--agent-address`, and `dev` shows the run and its
+/// steps; a workflow that does not exist is one line and a hint.
+#[tokio::test]
+async fn the_sandbox_runs_a_workflow_started_by_kaosctl_workflow_run() {
+    let (worker, worker_received) = fake_agent("worker").await;
+    let (coordinator, coordinator_received) = fake_agent("coordinator").await;
+    let dir = std::env::temp_dir().join(format!("kaosctl-workflow-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let credentials = dir.join("credentials.yaml");
+    std::fs::write(&credentials, kaosctl::defaults::SANDBOX_CREDENTIALS).expect("credentials");
+    let workflow = dir.join("workflow.yaml");
+    let orphan = "apiVersion: kaos.tools/v1alpha1\nkind: AgentWorkflow\nmetadata: {name: orphan}\nspec: {steps: [{name: a, agentRef: ghost}]}\n";
+    std::fs::write(&workflow, format!("{WORKFLOW}---\n{orphan}")).expect("workflow");
+    let kubeconfig = dir.join("kubeconfig");
+    let options = Options {
+        cluster: Cluster::Sandbox {
+            listen: "127.0.0.1:0".parse().expect("addr"),
+            write_kubeconfig: kubeconfig.clone(),
+        },
+        apply: vec![
+            credentials,
+            repo().join("examples/quickstart.yaml"),
+            workflow,
+        ],
+        // A bare name is in the default namespace.
+        agent_addresses: vec![
+            format!("worker={worker}").parse().expect("an address"),
+            format!("default/coordinator={coordinator}")
+                .parse()
+                .expect("an address"),
+        ],
+    };
+    let sandbox = dev::start(&options).await.expect("sandbox");
+
+    // Everything settles but the workflow naming a missing agent, which says so.
+    let started = std::time::Instant::now();
+    let waiting = loop {
+        let waiting = sandbox
+            .wait_ready(Duration::ZERO, false)
+            .await
+            .expect_err("orphan never gets Ready");
+        if waiting.len() == 1 && !waiting[0].phase.is_empty() {
+            break waiting;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "{waiting:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(
+        (
+            waiting[0].kind.as_str(),
+            waiting[0].name.as_str(),
+            waiting[0].phase.as_str(),
+            waiting[0].message.as_str()
+        ),
+        (
+            "AgentWorkflow",
+            "orphan",
+            "AgentNotFound",
+            "Agent ghost not found in namespace default: create it, or fix the agentRef of the steps that name it"
+        )
+    );
+
+    let args = |args: &[&str]| -> Vec<std::ffi::OsString> {
+        let mut all: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+        all.push("--kubeconfig".into());
+        all.push(kubeconfig.clone().into());
+        all
+    };
+    let out = kaosctl(args(&["workflow", "run", "greet", "--input", "hello"])).await;
+    let stdout = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.starts_with("greet-manual-"),
+        "the run's name: {stdout}"
+    );
+
+    let cluster = &sandbox.testkit.as_ref().expect("a sandbox").api.cluster;
+    let runs = cluster
+        .resource("kaos.tools", "v1alpha1", "agentworkflowruns")
+        .expect("served");
+    let created = cluster.get(&runs, "default", &stdout).expect("created");
+    assert_eq!(
+        created["spec"],
+        serde_json::json!({"workflowRef": "greet", "trigger": "Manual", "input": "hello"})
+    );
+
+    // What `dev` shows of the run, until it is over.
+    let mut follower = dev::RunFollower::default();
+    let mut shown = Vec::new();
+    let started = std::time::Instant::now();
+    loop {
+        shown.extend(follower.changes(&sandbox).await);
+        if shown
+            .last()
+            .is_some_and(|l| !l.contains("  Running") && !l.contains("  Pending"))
+        {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "{shown:#?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        shown.last().map(String::as_str),
+        Some(
+            format!(
+                "run default/{stdout}  Succeeded  ask Succeeded, left Succeeded, right Succeeded, join Succeeded"
+            )
+            .as_str()
+        ),
+        "{shown:#?}"
+    );
+    let report = sandbox.report().await;
+    for line in [
+        "AgentWorkflow  greet        Ready\n".to_string(),
+        "AgentWorkflow  orphan       AgentNotFound\n".to_string(),
+        format!(
+            "runs:\n  {stdout}  Succeeded  ask Succeeded, left Succeeded, right Succeeded, join Succeeded\n"
+        ),
+        format!("agent addresses (workflow steps go there):\n  default/worker={worker}\n  default/coordinator={coordinator}\n"),
+        "workflow-controller: http://".to_string(),
+        "get agents,modelapis,mcpservers,memorystores,accessgrants,thirdpartyservices,agentworkflows,agentworkflowruns\n".to_string(),
+    ] {
+        assert!(report.contains(&line), "missing {line:?} in:\n{report}");
+    }
+
+    // Each agent got its steps once, their inputs made of the outputs they depend on.
+    let texts = |received: &Received| -> Vec<String> {
+        let mut texts: Vec<String> = received
+            .lock()
+            .expect("received")
+            .iter()
+            .map(|(_, text)| text.clone())
+            .collect();
+        texts.sort();
+        texts
+    };
+    assert_eq!(texts(&worker_received), ["hello", "left of worker(hello)"]);
+    assert_eq!(
+        texts(&coordinator_received),
+        [
+            "right of worker(hello)",
+            "worker(left of worker(hello)) + coordinator(right of worker(hello))"
+        ]
+    );
+
+    let out = kaosctl(args(&["workflow", "runs", "greet"])).await;
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{listed}");
+    let lines: Vec<&str> = listed.lines().collect();
+    assert_eq!(lines.len(), 2, "{listed}");
+    assert!(
+        lines[0].starts_with("NAME") && lines[0].ends_with("STEPS"),
+        "{listed}"
+    );
+    assert!(
+        lines[1].starts_with(&stdout)
+            && lines[1].contains("  Succeeded  Manual  ")
+            && lines[1].ends_with("ask Succeeded, left Succeeded, right Succeeded, join Succeeded"),
+        "{listed}"
+    );
+
+    // A workflow that does not exist: one line, and a hint naming those that do.
+    let out = kaosctl(args(&["workflow", "run", "gret"])).await;
+    assert!(!out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .collect::<Vec<_>>(),
+        [
+            "kaosctl: AgentWorkflow gret not found in namespace default",
+            "hint: namespace default has greet, orphan; or pass --namespace",
+        ]
+    );
+    let out = kaosctl(args(&["workflow", "run", "greet", "-n", "elsewhere"])).await;
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .collect::<Vec<_>>(),
+        [
+            "kaosctl: AgentWorkflow greet not found in namespace elsewhere",
+            "hint: namespace elsewhere has no AgentWorkflow: apply one first, or pass --namespace",
+        ]
+    );
+    sandbox.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_bad_agent_address_is_refused_naming_what_is_wrong() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kaosctl"))
+        .args(["dev", "--agent-address", "worker=127.0.0.1"])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("invalid value 'worker=127.0.0.1' for '--agent-address")
+            && stderr.contains(
+                "the address has no port (expected NAME=HOST:PORT or NAMESPACE/NAME=HOST:PORT)"
+            ),
+        "{stderr}"
+    );
+    // Nothing listens: the run is not created and the hint says where to look.
+    let dir = std::env::temp_dir().join(format!("kaosctl-nowhere-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let kubeconfig = dir.join("kubeconfig");
+    let port = kaos_testkit::free_port();
+    std::fs::write(
+        &kubeconfig,
+        format!("apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\ncontexts: [{{name: c, context: {{cluster: c, user: u}}}}]\ncurrent-context: c\nusers: [{{name: u, user: {{}}}}]\n"),
+    )
+    .expect("kubeconfig");
+    let out = Command::new(env!("CARGO_BIN_EXE_kaosctl"))
+        .args(["workflow", "run", "greet", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    assert!(
+        lines[0].starts_with(&format!(
+            "kaosctl: cannot get AgentWorkflow default/greet on http://127.0.0.1:{port}: "
+        )),
+        "{stderr}"
+    );
+    assert!(
+        lines[1].starts_with("hint: is the cluster up? For the sandbox, start `kaosctl dev`"),
+        "{stderr}"
     );
     let _ = std::fs::remove_dir_all(dir);
 }

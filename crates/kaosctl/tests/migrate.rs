@@ -335,6 +335,7 @@ async fn migrate_adopts_kaos_crds_after_stopping_kaos_and_check_sees_kaos_rs_rec
             install_crds: false,
         },
         apply: vec![],
+        agent_addresses: vec![],
     })
     .await
     .expect("controllers");

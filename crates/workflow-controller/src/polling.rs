@@ -8,7 +8,7 @@
 use jiff::Timestamp;
 use kaos_api::workflow::{AgentWorkflowRunStatus, StepPhase, StepStatus};
 
-use crate::a2a::{A2aClient, Task, TaskState};
+use crate::a2a::{A2aClient, A2aError, Task, TaskState};
 use crate::dag::CancelTask;
 use crate::dispatcher::{Dispatcher, SendState, StepSend};
 use crate::outcome::{record_failure, record_sent, record_task};
@@ -139,9 +139,14 @@ async fn observe(
                 }
             }
         },
-        Err(error) => {
-            tracing::debug!(step = %step.name, "could not look for a step's task: {error}");
-            Observation::Nothing
-        }
+        // The send failed and the agent cannot even be connected to: the attempt failed (a
+        // task it may have started is lost with it), now rather than at its time limit.
+        Err(error) => match (local, error) {
+            (Some(SendState::Failed(sent)), A2aError::Connect { .. }) => Observation::Failed(sent),
+            (_, error) => {
+                tracing::debug!(step = %step.name, "could not look for a step's task: {error}");
+                Observation::Nothing
+            }
+        },
     }
 }

@@ -942,3 +942,32 @@ async fn a_restart_in_the_middle_of_a_run_neither_repeats_nor_loses_a_step() {
     assert_eq!(sends.len(), 2, "{sends:?}");
     assert!(keys(&sends).values().all(|count| *count == 1), "{sends:?}");
 }
+
+/// An agent that cannot be reached (its Service name does not resolve here, as in a sandbox
+/// without `--agent-address`) fails the step's attempt at once with the connection error, not
+/// at its time limit (600 s by default).
+#[tokio::test]
+async fn an_unreachable_agent_fails_the_step_at_once_with_the_connection_error() {
+    let h = Harness::start(&[("present", answers("here", 10))]).await;
+    h.agent("unreachable").await;
+    h.apply(
+        "AgentWorkflow",
+        "lonely",
+        json!({"steps": [{"name": "a", "agentRef": "unreachable"}]}),
+    );
+    h.run("lonely-1", "lonely");
+    let run = within(30, "the run to fail", || async {
+        h.runs
+            .get_opt("lonely-1")
+            .await
+            .ok()
+            .flatten()
+            .filter(|run| phase(run) == Some(RunPhase::Failed))
+    })
+    .await;
+    let error = step(&run, "a").error.clone().unwrap_or_default();
+    assert!(
+        error.contains("cannot connect to the agent at http://agent-unreachable.default"),
+        "{error}"
+    );
+}
