@@ -504,9 +504,13 @@ impl Children {
         {
             return Ok(Applied::Unchanged);
         }
+        // What the server held before the write, as far as this process knows: the cached
+        // object, or the one read just below.
+        let mut before_write = observed.as_ref().map(|o| version_of(o.meta()));
         if observed.is_none() {
             // Not in our (label-selected) cache: an object of that name may still exist.
             if let Some(existing) = api.get_opt(&name).await.step(Step::ReadChild, target)? {
+                before_write = Some(version_of(existing.meta()));
                 if !controlled_by(existing.meta(), parent.uid) {
                     return Ok(Applied::Conflict(conflict(
                         kind,
@@ -528,13 +532,22 @@ impl Children {
             )
             .await
             .step(Step::ApplyChild, target)?;
+        // A write that changed nothing answers with the object as the server holds it, whose
+        // version may be another writer's (the deployment controller's status) that our watch
+        // has not shown yet: taken as the echo of our write, its event would wake no one. Only
+        // a write that moved the object (created it, or for kinds with a generation, changed
+        // its spec) has an echo of its own.
+        let moved = before_write.is_none_or(|(version, generation)| {
+            written.meta().resource_version != version
+                && (generation.is_none() || written.meta().generation != generation)
+        });
         self.expectations.wrote(
             key,
             hash,
             observed
                 .as_ref()
                 .and_then(|o| o.meta().resource_version.as_deref()),
-            written.meta().resource_version.clone(),
+            written.meta().resource_version.clone().filter(|_| moved),
             K::content_version(written.meta()),
         );
         Ok(Applied::Written(name))
@@ -682,6 +695,11 @@ fn covers_json<O: Serialize, D: Serialize>(observed: &O, desired: &D) -> bool {
         (Ok(o), Ok(d)) => covers(&o, &d),
         _ => false,
     }
+}
+
+/// The resourceVersion and generation of an object.
+fn version_of(meta: &ObjectMeta) -> (Option<String>, Option<i64>) {
+    (meta.resource_version.clone(), meta.generation)
 }
 
 fn conflict(kind: ChildKind, namespace: &str, meta: &ObjectMeta) -> Conflict {

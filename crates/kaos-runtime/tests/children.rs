@@ -375,3 +375,58 @@ async fn status_is_written_once_per_change_and_dropped_fields_go() {
         "a field the controller stopped setting is removed"
     );
 }
+
+/// A new leader (no memory of writes, its Deployment cache not showing the child yet) applies a
+/// Deployment the server already holds as desired: the write changes nothing and answers with
+/// the version of the deployment controller's last status write. That version is not the echo
+/// of our write: its event must still wake the owner (else the owner keeps the status it wrote
+/// without seeing the Deployment, e.g. "ready replicas: 0/0", for good).
+#[tokio::test]
+async fn a_write_that_changed_nothing_does_not_claim_another_writers_version() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let s = setup().await;
+    let deployment: Deployment = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "work", "namespace": "default", "labels": {"app": "test"},
+                     "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "parent",
+                                          "uid": s.uid, "controller": true}]},
+        "spec": {"selector": {"matchLabels": {"app": "test"}},
+                 "template": {"metadata": {"labels": {"app": "test"}},
+                              "spec": {"containers": [{"name": "c", "image": "i"}]}}}
+    }))
+    .expect("deployment");
+    let set = || ChildSet {
+        apply: vec![Child::Deployment(Box::new(deployment.clone()))],
+        ..Default::default()
+    };
+    // The first leader creates it; the deployment controller then reports its rollout.
+    assert_eq!(s.converge(set()).await.changes, ["applied Deployment work"]);
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::default_namespaced(s.client.clone());
+    let rolled_out = deployments
+        .patch_status(
+            "work",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"replicas": 1, "readyReplicas": 1}})),
+        )
+        .await
+        .expect("status");
+    let status_version = rolled_out.resource_version();
+
+    // The new leader: fresh expectations, an empty Deployment cache.
+    let new_leader = Children {
+        expectations: Arc::default(),
+        ..s.children.clone()
+    };
+    new_leader
+        .converge(&s.parent(), set())
+        .await
+        .expect("converge");
+    let key = ("Deployment", "default".to_string(), "work".to_string());
+    assert!(
+        !new_leader
+            .expectations
+            .is_own_write(&key, status_version.as_deref()),
+        "the status write's event would be taken for the echo of a write that changed nothing"
+    );
+}
