@@ -39,6 +39,10 @@ fn manifests() -> String {
          ---\napiVersion: v1\nkind: Secret\nmetadata: {name: oauth, namespace: default}\nstringData: {client-secret: s3cret}\n\
          ---\napiVersion: kaos.tools/v1alpha1\nkind: ThirdPartyService\nmetadata: {name: service, namespace: default}\nspec: {clientID: kaos, clientSecretRef: {name: oauth, key: client-secret}, issuerURI: 'https://issuer.example', scopes: [{name: read}], protectedResources: ['https://api.example'], routeRef: {name: egress}, access: [{agent: agent-0, scopes: [read]}]}\n",
     );
+    // The workflow controller's share: a workflow whose Ready condition follows its agent.
+    yaml.push_str(
+        "---\napiVersion: kaos.tools/v1alpha1\nkind: AgentWorkflow\nmetadata: {name: flow, namespace: default}\nspec: {steps: [{name: ask, agentRef: agent-0}]}\n",
+    );
     for i in 0..AGENTS {
         yaml.push_str(&format!(
             "---\napiVersion: kaos.tools/v1alpha1\nkind: Agent\nmetadata: {{name: agent-{i}, namespace: default}}\n\
@@ -94,6 +98,28 @@ async fn converged(client: &kube::Client) -> Result<(), String> {
             if !(current && resolved) {
                 waiting.push(format!("{kind} {} {conditions:?}", o.name_any()));
             }
+        }
+    }
+    for o in kind_api(client, "AgentWorkflow")
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        let v = serde_json::to_value(&o).unwrap_or_default();
+        let ready = v
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            });
+        let current = v.pointer("/status/observedGeneration") == v.pointer("/metadata/generation");
+        if !(ready && current) {
+            waiting.push(format!(
+                "AgentWorkflow {} {:?}",
+                o.name_any(),
+                v.pointer("/status")
+            ));
         }
     }
     if waiting.is_empty() {

@@ -8,9 +8,14 @@ use crate::dag;
 use crate::schedule::Schedule;
 
 pub const READY: &str = "Ready";
+/// The `Ready=True` reason: the graph, the schedule and the agents named are all fine.
 pub const VALID: &str = "Valid";
+/// The `Ready=False` reason for a cycle, an unknown dependency, or an input or condition that
+/// cannot be read.
 pub const INVALID_GRAPH: &str = "InvalidGraph";
+/// The `Ready=False` reason for a cron expression or time zone that cannot be read.
 pub const INVALID_SCHEDULE: &str = "InvalidSchedule";
+/// The `Ready=False` reason for a step naming an Agent that does not exist.
 pub const AGENT_NOT_FOUND: &str = "AgentNotFound";
 
 /// Why a workflow is not Ready.
