@@ -7,13 +7,13 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kaos_api::agent::{Agent, AgentPhase, AgentSpec, AgentStatus};
-use kaos_runtime::compact::Compact;
-use kaos_runtime::packed::SlimMeta;
-use kaos_runtime::reconciler::status_digest;
+use kaos_workload::compact::Compact;
+use kaos_workload::packed::SlimMeta;
+use kaos_workload::reconciler::status_digest;
 use serde::Deserialize;
 
 use crate::status::OWN_CONDITIONS;
-use kaos_runtime::identity::{SecurityIdentity, claimed};
+use kaos_workload::identity::{SecurityIdentity, claimed};
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(from = "Agent")]
@@ -158,7 +158,7 @@ impl CachedAgent {
 }
 
 // Served where Agents are.
-kaos_runtime::served_as!([] CachedAgent, Agent);
+kaos_workload::served_as!([] CachedAgent, Agent);
 
 impl SecurityIdentity for CachedAgent {
     fn security_id(&self) -> Option<&str> {

@@ -12,12 +12,13 @@ use kaos_api::mcpserver::MCPServer;
 use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::Runtime;
-use kaos_runtime::identity::Claims;
-use kaos_runtime::index::RelationIndex;
-use kaos_runtime::network_policy::NetworkPolicyArgs;
-use kaos_runtime::reconciler::{ChildKinds, Core, watch_routes, wire};
-use kaos_runtime::stores;
-use kaos_runtime::triggers::{ChangeTracker, dependents_of, name_of};
+use kaos_workload::identity::Claims;
+use kaos_workload::index::RelationIndex;
+use kaos_workload::network_policy::NetworkPolicyArgs;
+use kaos_workload::reconciler::Core;
+use kaos_workload::stores;
+use kaos_workload::triggers::{ChangeTracker, dependents_of, name_of};
+use kaos_workload::wiring::{ChildKinds, Controllers, watch_routes, wire};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::Event;
 use tokio::sync::mpsc;
@@ -43,7 +44,7 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
         network_policies: true,
         ..Default::default()
     };
-    let (mut synced, mut main_stores, mut controllers) = (Vec::new(), Vec::new(), Vec::new());
+    let mut controllers = Controllers::new(&runtime);
     let mut claims = Claims::<CachedAgent>::new(&runtime.namespaces());
     for namespace in runtime.namespaces() {
         let ns = namespace.as_deref();
@@ -59,23 +60,14 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
             track_claims(event);
             on_relations(event);
         };
-        let mut wiring = wire::<CachedAgent>(&runtime, ns, CHILD_SELECTOR, kinds, on_agent_event);
+        let wiring = wire::<CachedAgent>(&runtime, ns, CHILD_SELECTOR, kinds, on_agent_event);
         let (model_apis, model_api_events) = stores::cache::<ModelAPI>(&runtime.client, ns, "");
         let (mcp_servers, mcp_server_events) = stores::cache::<MCPServer>(&runtime.client, ns, "");
         let (memory_stores, memory_store_events) =
             stores::cache::<MemoryStore>(&runtime.client, ns, "");
-        let (apis, servers, memories) = (
-            model_apis.clone(),
-            mcp_servers.clone(),
-            memory_stores.clone(),
-        );
-        wiring.synced.push(Box::pin(async move {
-            let _ = apis.wait_until_ready().await;
-            let _ = servers.wait_until_ready().await;
-            let _ = memories.wait_until_ready().await;
-        }));
-        synced.append(&mut wiring.synced);
-        main_stores.push(wiring.store.clone());
+        controllers.reads(&model_apis);
+        controllers.reads(&mcp_servers);
+        controllers.reads(&memory_stores);
         let context = Arc::new(Context {
             core: Core::new(runtime.clone(), wiring.children.clone(), Some(FINALIZER)),
             settings: settings.clone(),
@@ -112,12 +104,9 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
                 rx.recv().await.map(|r| (r, rx))
             }))
             .reconcile_on(rechecks);
-        controllers.push(wiring.run(&runtime, reconcile, error_policy, context));
+        controllers.add(wiring, reconcile, error_policy, context, phase_of);
     }
-    runtime.mark_ready_when(synced);
-    runtime.track_phases("Agent", PHASES, main_stores, phase_of);
-    futures::future::join_all(controllers).await;
-    Ok(())
+    controllers.run().await
 }
 
 /// Keeps the index of an Agent's edges and sends the listers of an agent whose endpoint

@@ -2,23 +2,15 @@
 
 use std::process::ExitCode;
 
-use agent_controller::settings::Args;
-use clap::Parser;
+use kaos_runtime::binary::Binary;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    // The chart's pre-delete hook: `agent-controller release-finalizers` (docs/install.md).
-    if let Some(code) = kaos_runtime::uninstall::main_if_asked::<kaos_api::agent::Agent>(
+    Binary::new(
         agent_controller::ID,
-        agent_controller::reconcile::FINALIZER,
+        "Reconciles kaos.tools Agents and wires them to their ModelAPI, MCPServers and peers",
     )
-    .await
-    {
-        return code;
-    }
-    let Args { runtime, settings } = Args::parse();
-    kaos_runtime::run(runtime, agent_controller::ID, |rt| {
-        agent_controller::controller::run(rt, settings)
-    })
+    .releases_finalizer::<kaos_api::agent::Agent>(agent_controller::reconcile::FINALIZER)
+    .run(agent_controller::controller::run)
     .await
 }

@@ -7,10 +7,10 @@ use kaos_api::mcpserver::MCPServer;
 use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::error::ReconcileError;
-use kaos_runtime::identity::{SharedSecurityIds, conflict_of};
-use kaos_runtime::index::RelationIndex;
-use kaos_runtime::reconciler::Core;
-use kaos_runtime::stores::cached;
+use kaos_workload::identity::{SharedSecurityIds, conflict_of};
+use kaos_workload::index::RelationIndex;
+use kaos_workload::reconciler::Core;
+use kaos_workload::stores::cached;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
@@ -137,7 +137,7 @@ async fn apply(object: Arc<CachedAgent>, ctx: &Context) -> Result<Action, Reconc
         &agent,
         outcome,
         deployment.as_deref(),
-        kaos_runtime::conditions::now(),
+        kaos_workload::conditions::now(),
     );
     let problem = (desired_status.phase == Some(AgentPhase::Failed))
         .then(|| ready_reason(&desired_status))

@@ -3,9 +3,9 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kaos_api::agent::{Agent, AgentPhase, AgentStatus};
 use kaos_api::common::Phase;
-use kaos_runtime::conditions::{ConditionUpdate, remove_condition, set_condition};
-use kaos_runtime::deployment_view::DeploymentView;
-use kaos_runtime::rollout::{observe, summarize};
+use kaos_workload::conditions::{ConditionUpdate, remove_condition, set_condition};
+use kaos_workload::deployment_view::DeploymentView;
+use kaos_workload::rollout::{observe, summarize};
 
 use crate::build::{BuildError, Desired};
 use crate::resolve::Blocked;
@@ -131,7 +131,7 @@ pub fn status(
         deployment: rollout.mirror,
         replicas: rollout.replicas,
         desired_replicas: rollout.desired_replicas,
-        selector: Some(kaos_runtime::workload::selector_string(
+        selector: Some(kaos_workload::workload::selector_string(
             &crate::build::labels(agent.metadata.name.as_deref().unwrap_or_default()),
         )),
         observed_generation: generation,

@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use futures::{FutureExt, StreamExt, stream};
+use futures::{StreamExt, stream};
 use kaos_api::access::{
     AccessGrant, AccessGrantStatus, ThirdPartyService, ThirdPartyServiceStatus,
 };
@@ -15,14 +15,15 @@ use kaos_api::mcpserver::MCPServer;
 use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::Runtime;
-use kaos_runtime::converge::Converged;
 use kaos_runtime::error::ReconcileError;
-use kaos_runtime::index::{Relation, RelationIndex};
-use kaos_runtime::meta_view::MetaView;
-use kaos_runtime::reconciler::{ChildKinds, Core, Primary, status_digest, wire};
-use kaos_runtime::references::{self, Reference, Source};
-use kaos_runtime::stores::{self, Events, cached};
-use kaos_runtime::triggers::{ChangeTracker, dependents_of};
+use kaos_workload::converge::Converged;
+use kaos_workload::index::{Relation, RelationIndex};
+use kaos_workload::meta_view::MetaView;
+use kaos_workload::reconciler::{Core, Primary, status_digest};
+use kaos_workload::references::{self, Reference, Source};
+use kaos_workload::stores::{self, Events, cached};
+use kaos_workload::triggers::{ChangeTracker, dependents_of};
+use kaos_workload::wiring::{ChildKinds, Controllers, wire};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -74,19 +75,18 @@ pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
         status_only: true,
         ..Default::default()
     };
-    let (mut synced, mut grant_stores, mut service_stores, mut controllers) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut controllers = Controllers::new(&runtime);
     for namespace in runtime.namespaces() {
         let ns = namespace.as_deref();
         let (grant_index, service_index) = (Index::default(), Index::default());
-        let mut grants = wire::<AccessGrant>(
+        let grants = wire::<AccessGrant>(
             &runtime,
             ns,
             "",
             status_only,
             keep_edges(grant_index.clone(), grant_edges),
         );
-        let mut services = wire::<ThirdPartyService>(
+        let services = wire::<ThirdPartyService>(
             &runtime,
             ns,
             "",
@@ -105,16 +105,10 @@ pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
             model_apis: model_apis.clone(),
             memory_stores: memory_stores.clone(),
         };
-        synced.append(&mut grants.synced);
-        synced.append(&mut services.synced);
-        synced.push(Box::pin(async move {
-            let _ = agents.wait_until_ready().await;
-            let _ = mcp_servers.wait_until_ready().await;
-            let _ = model_apis.wait_until_ready().await;
-            let _ = memory_stores.wait_until_ready().await;
-        }));
-        grant_stores.push(grants.store.clone());
-        service_stores.push(services.store.clone());
+        controllers.reads(&agents);
+        controllers.reads(&mcp_servers);
+        controllers.reads(&model_apis);
+        controllers.reads(&memory_stores);
         let context = Arc::new(Context {
             grants: Core::new(runtime.clone(), grants.children.clone(), None),
             services: Core::new(runtime.clone(), services.children.clone(), None),
@@ -140,49 +134,32 @@ pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
                 grant_index,
             ));
         let services = services.reconcile_on(to_services);
-        controllers.push(
-            grants
-                .run(
-                    &runtime,
-                    reconcile_grant,
-                    grant_error_policy,
-                    context.clone(),
-                )
-                .boxed(),
+        controllers.add(
+            grants,
+            reconcile_grant,
+            grant_error_policy,
+            context.clone(),
+            grant_phase,
         );
-        controllers.push(
-            services
-                .run(&runtime, reconcile_service, service_error_policy, context)
-                .boxed(),
+        controllers.add(
+            services,
+            reconcile_service,
+            service_error_policy,
+            context,
+            service_phase,
         );
     }
-    runtime.mark_ready_when(synced);
-    runtime.track_phases(
-        "AccessGrant",
-        GRANT_PHASES,
-        grant_stores,
-        |g: &AccessGrant| {
-            status::phase_of(
-                conditions(g.status.as_ref().map(|s| &s.conditions)),
-                ENFORCED,
-                GRANT_PHASES,
-            )
-        },
-    );
-    runtime.track_phases(
-        "ThirdPartyService",
-        SERVICE_PHASES,
-        service_stores,
-        |s: &ThirdPartyService| {
-            status::phase_of(
-                conditions(s.status.as_ref().map(|s| &s.conditions)),
-                READY,
-                SERVICE_PHASES,
-            )
-        },
-    );
-    futures::future::join_all(controllers).await;
-    Ok(())
+    controllers.run().await
+}
+
+fn grant_phase(grant: &AccessGrant) -> Option<&'static str> {
+    let conditions = conditions(grant.status.as_ref().map(|s| &s.conditions));
+    status::phase_of(conditions, ENFORCED, GRANT_PHASES)
+}
+
+fn service_phase(service: &ThirdPartyService) -> Option<&'static str> {
+    let conditions = conditions(service.status.as_ref().map(|s| &s.conditions));
+    status::phase_of(conditions, READY, SERVICE_PHASES)
 }
 
 fn conditions(
@@ -271,7 +248,7 @@ async fn apply_grant(g: Arc<AccessGrant>, ctx: &Context) -> Result<Action, Recon
             not_enforced(),
             &problem,
             g.metadata.generation,
-            kaos_runtime::conditions::now(),
+            kaos_workload::conditions::now(),
         ),
     };
     // KAOS warns that the grant is not enforced; a missing reference is the more useful warning.
@@ -347,7 +324,7 @@ async fn apply_service(s: Arc<ThirdPartyService>, ctx: &Context) -> Result<Actio
             token_exchange_disabled(),
             &problem,
             s.metadata.generation,
-            kaos_runtime::conditions::now(),
+            kaos_workload::conditions::now(),
         ),
     };
     ctx.services

@@ -1,17 +1,16 @@
-//! `authz-controller`: wiring only. Its kinds carry no finalizer.
+//! `authz-controller`: wiring only. AccessGrants and ThirdPartyServices carry no finalizer, so there is
+//! no `release-finalizers` mode.
 
 use std::process::ExitCode;
 
-use authz_controller::settings::Args;
-use clap::Parser;
+use kaos_runtime::binary::{Binary, NoSettings};
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let Args { runtime } = Args::parse();
-    kaos_runtime::run(
-        runtime,
+    Binary::new(
         authz_controller::ID,
-        authz_controller::controller::run,
+        "Reports the status of kaos.tools AccessGrants and ThirdPartyServices",
     )
+    .run(|runtime, _: NoSettings| authz_controller::controller::run(runtime))
     .await
 }

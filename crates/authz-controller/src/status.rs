@@ -1,7 +1,7 @@
 //! The statuses of AccessGrants and ThirdPartyServices. Pure.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kaos_runtime::conditions::{ConditionUpdate, set_condition};
+use kaos_workload::conditions::{ConditionUpdate, set_condition};
 
 /// The AccessGrant condition KAOS sets.
 pub const ENFORCED: &str = "Enforced";

@@ -2,9 +2,10 @@
 //! signals, and the exit code. A controller's `main` hands its reconcile loop to [`run`].
 
 use std::future::Future;
+use std::hash::{BuildHasher, RandomState};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use futures::Stream;
 use kube::runtime::controller::Action;
@@ -143,20 +144,22 @@ impl Runtime {
         });
     }
 
-    /// Keeps `kaos_resources{kind,phase}` up to date from the controllers' caches, every 5 s and
-    /// at once when this replica becomes the leader; a standby exports none (see
-    /// [`Metrics::set_leader`]), so summing over replicas counts each resource once.
-    pub fn track_phases<K, F>(
+    /// Keeps `kaos_resources{kind,phase}` up to date, every 5 s and at once when this replica
+    /// becomes the leader: `visit` calls its argument with the phase of every object of `kind`
+    /// (None counts as `Pending`), whose phases are those of [`ControllerId::kinds`]. A standby
+    /// exports none (see [`Metrics::set_leader`]), so summing over replicas counts each
+    /// resource once.
+    pub fn track_phases(
         &self,
         kind: &'static str,
-        phases: &'static [&'static str],
-        stores: Vec<kube::runtime::reflector::Store<K>>,
-        phase_of: F,
-    ) where
-        K: kube::Resource + Clone + Send + Sync + 'static,
-        K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
-        F: Fn(&K) -> Option<&'static str> + Send + 'static,
-    {
+        visit: impl Fn(&mut dyn FnMut(Option<&'static str>)) + Send + 'static,
+    ) {
+        let phases = self
+            .id
+            .kinds
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map_or(&[][..], |(_, phases)| phases);
         let metrics = self.metrics.clone();
         let mut shutdown = self.shutdown.clone();
         // Not `self.leading`: a tracker woken by the election before the metrics have opened the
@@ -166,13 +169,13 @@ impl Runtime {
             loop {
                 if *leading.borrow_and_update() {
                     let mut counts: Vec<(String, i64)> = Vec::new();
-                    for object in stores.iter().flat_map(|s| s.state()) {
-                        let phase = phase_of(&object).unwrap_or("Pending").to_string();
-                        match counts.iter_mut().find(|(p, _)| *p == phase) {
+                    visit(&mut |phase| {
+                        let phase = phase.unwrap_or("Pending");
+                        match counts.iter_mut().find(|(p, _)| p == phase) {
                             Some((_, n)) => *n += 1,
-                            None => counts.push((phase, 1)),
+                            None => counts.push((phase.to_string(), 1)),
                         }
-                    }
+                    });
                     metrics.set_resource_counts(kind, phases, &counts);
                 }
                 tokio::select! {
@@ -268,12 +271,9 @@ fn identity(pod_name: Option<&str>) -> String {
         .map(String::from)
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| "kaos-controller".into());
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let suffix = crate::podspec::stable_hash(&(std::process::id(), nanos));
-    format!("{host}_{}", &suffix[..8])
+    // A randomly keyed hash: two replicas started in the same instant still differ.
+    let suffix = RandomState::new().hash_one((std::process::id(), SystemTime::now()));
+    format!("{host}_{:08x}", suffix as u32)
 }
 
 fn lease_namespace(args: &RuntimeArgs, client: &kube::Client) -> String {

@@ -69,7 +69,11 @@ async fn only_the_leader_exports_resource_counts() {
     for (name, phase) in [("a", "Failed"), ("b", "Failed"), ("c", "Ready")] {
         writer.apply_watcher_event(&Event::Apply(object(name, phase)));
     }
-    runtime.track_phases("Agent", PHASES, vec![store], phase_of);
+    runtime.track_phases("Agent", move |count| {
+        for object in store.state() {
+            count(phase_of(&object));
+        }
+    });
 
     // A standby: its caches are as full as the leader's, but it exports no counts.
     tokio::time::sleep(Duration::from_millis(100)).await;

@@ -8,8 +8,9 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kaos_api::mcpserver::MCPServer;
 use kaos_runtime::Runtime;
-use kaos_runtime::identity::Claims;
-use kaos_runtime::reconciler::{ChildKinds, Core, watch_routes, wire};
+use kaos_workload::identity::Claims;
+use kaos_workload::reconciler::Core;
+use kaos_workload::wiring::{ChildKinds, Controllers, watch_routes, wire};
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 
@@ -29,7 +30,7 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
         network_policies: true,
         ..Default::default()
     };
-    let (mut synced, mut main_stores, mut controllers) = (Vec::new(), Vec::new(), Vec::new());
+    let mut controllers = Controllers::new(&runtime);
     let mut claims = Claims::<MCPServer>::new(&runtime.namespaces());
     for namespace in runtime.namespaces() {
         let (track_claims, rechecks) = claims.for_namespace(&namespace);
@@ -48,17 +49,12 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
             watcher::Config::default().fields(&format!("metadata.name={}", registry::CONFIG_MAP));
         let registry_events = watcher(registry_api, registry_config)
             .default_backoff()
-            .modify(kaos_runtime::stores::slim::<ConfigMap>)
+            .modify(kaos_workload::stores::slim::<ConfigMap>)
             .reflect(registry_writer);
-        let registry_changes = kaos_runtime::relist::after_relists(registry_events)
+        let registry_changes = kaos_workload::relist::after_relists(registry_events)
             .touched_objects()
             .filter_map(|r| async move { r.ok().map(|_| ()) });
-        let registry_ready = registry_store.clone();
-        wiring.synced.push(Box::pin(async move {
-            let _ = registry_ready.wait_until_ready().await;
-        }));
-        synced.append(&mut wiring.synced);
-        main_stores.push(wiring.store.clone());
+        controllers.reads(&registry_store);
         let context = Arc::new(Context {
             core: Core::new(runtime.clone(), wiring.children.clone(), Some(FINALIZER)),
             settings: settings.clone(),
@@ -66,10 +62,7 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
             ids: claims.ids.clone(),
         });
         wiring.controller = wiring.controller.reconcile_all_on(registry_changes);
-        controllers.push(wiring.run(&runtime, reconcile, error_policy, context));
+        controllers.add(wiring, reconcile, error_policy, context, phase_of);
     }
-    runtime.mark_ready_when(synced);
-    runtime.track_phases("MCPServer", PHASES, main_stores, phase_of);
-    futures::future::join_all(controllers).await;
-    Ok(())
+    controllers.run().await
 }

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kaos_api::mcpserver::MCPServer;
 use kaos_runtime::error::ReconcileError;
-use kaos_runtime::identity::{SharedSecurityIds, conflict_of};
-use kaos_runtime::reconciler::{Core, status_digest};
-use kaos_runtime::stores::cached;
+use kaos_workload::identity::{SharedSecurityIds, conflict_of};
+use kaos_workload::reconciler::{Core, status_digest};
+use kaos_workload::stores::cached;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
@@ -63,7 +63,7 @@ async fn apply(s: Arc<MCPServer>, ctx: &Context) -> Result<Action, ReconcileErro
         &built,
         converged.problem(),
         deployment.as_deref(),
-        kaos_runtime::conditions::now(),
+        kaos_workload::conditions::now(),
     );
     let problem = Core::problem(
         built.as_ref().err().map(|e| (e.reason, e.message.as_str())),

@@ -1,22 +1,9 @@
 //! The mcpserver-controller's flags and environment (`docs/contract.md` §3).
 
-use clap::Parser;
-use kaos_runtime::{DataPlaneArgs, GatewayArgs, RuntimeArgs};
+use kaos_workload::{DataPlaneArgs, GatewayArgs};
 
-#[derive(Parser, Debug, Clone)]
-#[command(
-    name = "mcpserver-controller",
-    version,
-    after_help = "`mcpserver-controller release-finalizers` stops the controller and removes its finalizer \
-                  from every resource (the chart's uninstall hook; see its --help)",
-    about = "Reconciles kaos.tools MCPServers from the MCP runtime registry"
-)]
-pub struct Args {
-    #[command(flatten)]
-    pub runtime: RuntimeArgs,
-    #[command(flatten)]
-    pub settings: Settings,
-}
+/// The binary's flags: every controller process's, then [`Settings`].
+pub type Args = kaos_runtime::binary::Args<Settings>;
 
 #[derive(clap::Args, Debug, Clone, Default, PartialEq)]
 pub struct Settings {

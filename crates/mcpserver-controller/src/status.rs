@@ -3,8 +3,8 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kaos_api::common::Phase;
 use kaos_api::mcpserver::{MCPServer, MCPServerStatus};
-use kaos_runtime::deployment_view::DeploymentView;
-use kaos_runtime::rollout::{observe, set_ready_condition, summarize};
+use kaos_workload::deployment_view::DeploymentView;
+use kaos_workload::rollout::{observe, set_ready_condition, summarize};
 
 use crate::build::{BuildError, Desired};
 
@@ -39,7 +39,7 @@ pub fn status(
         deployment: rollout.mirror,
         replicas: rollout.replicas,
         desired_replicas: rollout.desired_replicas,
-        selector: Some(kaos_runtime::workload::selector_string(
+        selector: Some(kaos_workload::workload::selector_string(
             &crate::build::labels(s.metadata.name.as_deref().unwrap_or_default()),
         )),
         // Discovering tools needs an MCP handshake with the running server: not done yet.

@@ -17,11 +17,11 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kaos_api::memorystore::{
     DEFAULT_VOLUME_SIZE, MemoryStore, MemoryStoreSpec, PORT, StorageType, service_name,
 };
-use kaos_runtime::converge::{Child, ChildSet, WorkloadChildren};
-use kaos_runtime::network_policy::{self, Target};
-use kaos_runtime::pod_security::secure_pod;
-use kaos_runtime::podspec::merge_pod_spec;
-use kaos_runtime::workload::{
+use kaos_workload::converge::{Child, ChildSet, WorkloadChildren};
+use kaos_workload::network_policy::{self, Target};
+use kaos_workload::pod_security::secure_pod;
+use kaos_workload::podspec::merge_pod_spec;
+use kaos_workload::workload::{
     Workload, apply_container_override, env, image, merge_telemetry, owner_of, push_if_set,
     python_otel_env, with_user_env,
 };

@@ -9,11 +9,12 @@ use std::sync::{Arc, Mutex};
 use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::Runtime;
-use kaos_runtime::identity::Claims;
-use kaos_runtime::index::RelationIndex;
-use kaos_runtime::reconciler::{ChildKinds, Core, watch_routes, wire};
-use kaos_runtime::stores;
-use kaos_runtime::triggers::{dependents_of, name_of};
+use kaos_workload::identity::Claims;
+use kaos_workload::index::RelationIndex;
+use kaos_workload::reconciler::Core;
+use kaos_workload::stores;
+use kaos_workload::triggers::{dependents_of, name_of};
+use kaos_workload::wiring::{ChildKinds, Controllers, watch_routes, wire};
 use kube::runtime::watcher::Event;
 
 use crate::build::CHILD_SELECTOR;
@@ -32,7 +33,7 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
         network_policies: true,
         ..Default::default()
     };
-    let (mut synced, mut main_stores, mut controllers) = (Vec::new(), Vec::new(), Vec::new());
+    let mut controllers = Controllers::new(&runtime);
     let mut claims = Claims::<MemoryStore>::new(&runtime.namespaces());
     for namespace in runtime.namespaces() {
         let ns = namespace.as_deref();
@@ -50,14 +51,9 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
                 Event::Init | Event::InitDone => {}
             }
         };
-        let mut wiring = wire::<MemoryStore>(&runtime, ns, CHILD_SELECTOR, kinds, on_store_event);
+        let wiring = wire::<MemoryStore>(&runtime, ns, CHILD_SELECTOR, kinds, on_store_event);
         let (model_apis, model_api_events) = stores::cache::<ModelAPI>(&runtime.client, ns, "");
-        let apis = model_apis.clone();
-        wiring.synced.push(Box::pin(async move {
-            let _ = apis.wait_until_ready().await;
-        }));
-        synced.append(&mut wiring.synced);
-        main_stores.push(wiring.store.clone());
+        controllers.reads(&model_apis);
         let context = Arc::new(Context {
             // No finalizer, as in KAOS: the children go by garbage collection.
             core: Core::new(runtime.clone(), wiring.children.clone(), None),
@@ -70,10 +66,7 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
             [(MODEL_API, models::model_api_view)],
             index,
         ));
-        controllers.push(wiring.run(&runtime, reconcile, error_policy, context));
+        controllers.add(wiring, reconcile, error_policy, context, phase_of);
     }
-    runtime.mark_ready_when(synced);
-    runtime.track_phases("MemoryStore", PHASES, main_stores, phase_of);
-    futures::future::join_all(controllers).await;
-    Ok(())
+    controllers.run().await
 }

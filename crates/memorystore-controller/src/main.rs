@@ -1,16 +1,16 @@
 //! `memorystore-controller`: wiring only. MemoryStores carry no finalizer (as in KAOS: their
-//! children go by garbage collection), so there is no `release-finalizers` mode to run.
+//! children go by garbage collection), so there is no `release-finalizers` mode.
 
 use std::process::ExitCode;
 
-use clap::Parser;
-use memorystore_controller::settings::Args;
+use kaos_runtime::binary::Binary;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let Args { runtime, settings } = Args::parse();
-    kaos_runtime::run(runtime, memorystore_controller::ID, |rt| {
-        memorystore_controller::controller::run(rt, settings)
-    })
+    Binary::new(
+        memorystore_controller::ID,
+        "Reconciles kaos.tools MemoryStores into memory services",
+    )
+    .run(memorystore_controller::controller::run)
     .await
 }

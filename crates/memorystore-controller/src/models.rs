@@ -3,7 +3,7 @@
 
 use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
-use kaos_runtime::index::Relation;
+use kaos_workload::index::Relation;
 
 /// The relation of a store to each ModelAPI it names.
 pub const MODEL_API: Relation = "modelapi";

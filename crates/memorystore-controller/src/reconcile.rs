@@ -6,9 +6,9 @@ use std::sync::Arc;
 use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::error::ReconcileError;
-use kaos_runtime::identity::{SharedSecurityIds, conflict_of};
-use kaos_runtime::reconciler::{Core, status_digest};
-use kaos_runtime::stores::cached;
+use kaos_workload::identity::{SharedSecurityIds, conflict_of};
+use kaos_workload::reconciler::{Core, status_digest};
+use kaos_workload::stores::cached;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
@@ -43,7 +43,7 @@ async fn apply(s: Arc<MemoryStore>, ctx: &Context) -> Result<Action, ReconcileEr
             .children
             .deployment(&namespace, &build::deployment_name(&name))
     };
-    let now = kaos_runtime::conditions::now;
+    let now = kaos_workload::conditions::now;
     let current = s.status.as_ref().map(status_digest);
     // A claimed `security.id` comes first, as in KAOS: the store does nothing else.
     let conflict =

@@ -1,20 +1,9 @@
 //! The memorystore-controller's flags and environment.
 
-use clap::Parser;
-use kaos_runtime::{DataPlaneArgs, GatewayArgs, RuntimeArgs};
+use kaos_workload::{DataPlaneArgs, GatewayArgs};
 
-#[derive(Parser, Debug, Clone)]
-#[command(
-    name = "memorystore-controller",
-    version,
-    about = "Reconciles kaos.tools MemoryStores into memory services"
-)]
-pub struct Args {
-    #[command(flatten)]
-    pub runtime: RuntimeArgs,
-    #[command(flatten)]
-    pub settings: Settings,
-}
+/// The binary's flags: every controller process's, then [`Settings`].
+pub type Args = kaos_runtime::binary::Args<Settings>;
 
 /// What the pure builder needs to know about the operator's configuration.
 #[derive(clap::Args, Debug, Clone, Default, PartialEq)]

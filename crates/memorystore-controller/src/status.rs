@@ -4,8 +4,8 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kaos_api::common::Phase;
 use kaos_api::memorystore::{MemoryStore, MemoryStoreStatus};
-use kaos_runtime::deployment_view::DeploymentView;
-use kaos_runtime::rollout::{Summary, observe, set_ready_condition, summarize};
+use kaos_workload::deployment_view::DeploymentView;
+use kaos_workload::rollout::{Summary, observe, set_ready_condition, summarize};
 
 use crate::build::{BuildError, Desired};
 use crate::models::Waiting;
@@ -61,7 +61,7 @@ pub fn status(
         deployment: rollout.mirror,
         replicas: rollout.replicas,
         desired_replicas: rollout.desired_replicas,
-        selector: Some(kaos_runtime::workload::selector_string(
+        selector: Some(kaos_workload::workload::selector_string(
             &crate::build::labels(store.metadata.name.as_deref().unwrap_or_default()),
         )),
         observed_generation: generation,

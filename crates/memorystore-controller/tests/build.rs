@@ -4,8 +4,8 @@
 use clap::Parser;
 use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
-use kaos_runtime::converge::{Child, ChildKind};
-use kaos_runtime::pod_security::restricted_violations;
+use kaos_workload::converge::{Child, ChildKind};
+use kaos_workload::pod_security::restricted_violations;
 use memorystore_controller::build::{Desired, build};
 use memorystore_controller::models::{self, ModelService};
 use memorystore_controller::settings::{Args, Settings};

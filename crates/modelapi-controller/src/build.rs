@@ -11,11 +11,11 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kaos_api::modelapi::{ModelAPI, ModelAPIMode, ProxyConfig};
-use kaos_runtime::network_policy;
-use kaos_runtime::pod_security::secure_pod;
-use kaos_runtime::podspec::{merge_pod_spec, secret_hash, stable_hash};
-use kaos_runtime::scaling::ScaledChildren;
-use kaos_runtime::workload::{
+use kaos_workload::network_policy;
+use kaos_workload::pod_security::secure_pod;
+use kaos_workload::podspec::{merge_pod_spec, secret_hash, stable_hash};
+use kaos_workload::scaling::ScaledChildren;
+use kaos_workload::workload::{
     Workload, apply_container_override, env, image, log_level, merge_telemetry, owner_of,
     with_user_env,
 };

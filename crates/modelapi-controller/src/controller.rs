@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::Runtime;
-use kaos_runtime::identity::Claims;
-use kaos_runtime::reconciler::{ChildKinds, Core, watch_routes, wire};
+use kaos_workload::identity::Claims;
+use kaos_workload::reconciler::Core;
+use kaos_workload::wiring::{ChildKinds, Controllers, watch_routes, wire};
 
 use crate::build::CHILD_SELECTOR;
 use crate::reconcile::{Context, FINALIZER, error_policy, phase_of, reconcile};
@@ -26,7 +27,7 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
         network_policies: true,
         ..Default::default()
     };
-    let (mut synced, mut main_stores, mut controllers) = (Vec::new(), Vec::new(), Vec::new());
+    let mut controllers = Controllers::new(&runtime);
     let mut claims = Claims::<ModelAPI>::new(&runtime.namespaces());
     for namespace in runtime.namespaces() {
         let (track_claims, rechecks) = claims.for_namespace(&namespace);
@@ -37,18 +38,13 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
             kinds,
             track_claims,
         );
-        let mut wiring = wiring.reconcile_on(rechecks);
-        synced.append(&mut wiring.synced);
-        main_stores.push(wiring.store.clone());
+        let wiring = wiring.reconcile_on(rechecks);
         let context = Arc::new(Context {
             core: Core::new(runtime.clone(), wiring.children.clone(), Some(FINALIZER)),
             settings: settings.clone(),
             ids: claims.ids.clone(),
         });
-        controllers.push(wiring.run(&runtime, reconcile, error_policy, context));
+        controllers.add(wiring, reconcile, error_policy, context, phase_of);
     }
-    runtime.mark_ready_when(synced);
-    runtime.track_phases("ModelAPI", PHASES, main_stores, phase_of);
-    futures::future::join_all(controllers).await;
-    Ok(())
+    controllers.run().await
 }

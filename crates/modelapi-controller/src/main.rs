@@ -2,23 +2,15 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-use modelapi_controller::settings::Args;
+use kaos_runtime::binary::Binary;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    // The chart's pre-delete hook: `modelapi-controller release-finalizers` (docs/install.md).
-    if let Some(code) = kaos_runtime::uninstall::main_if_asked::<kaos_api::modelapi::ModelAPI>(
+    Binary::new(
         modelapi_controller::ID,
-        modelapi_controller::reconcile::FINALIZER,
+        "Reconciles kaos.tools ModelAPIs into LiteLLM proxies and Ollama servers",
     )
-    .await
-    {
-        return code;
-    }
-    let Args { runtime, settings } = Args::parse();
-    kaos_runtime::run(runtime, modelapi_controller::ID, |rt| {
-        modelapi_controller::controller::run(rt, settings)
-    })
+    .releases_finalizer::<kaos_api::modelapi::ModelAPI>(modelapi_controller::reconcile::FINALIZER)
+    .run(modelapi_controller::controller::run)
     .await
 }

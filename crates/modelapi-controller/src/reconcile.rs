@@ -3,10 +3,10 @@
 use std::sync::Arc;
 
 use kaos_api::modelapi::ModelAPI;
-use kaos_runtime::converge::{Child, ChildKind, ChildSet, WorkloadChildren};
 use kaos_runtime::error::ReconcileError;
-use kaos_runtime::identity::{SharedSecurityIds, conflict_of};
-use kaos_runtime::reconciler::{Core, status_digest};
+use kaos_workload::converge::{Child, ChildKind, ChildSet, WorkloadChildren};
+use kaos_workload::identity::{SharedSecurityIds, conflict_of};
+use kaos_workload::reconciler::{Core, status_digest};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
@@ -87,7 +87,7 @@ async fn apply(m: Arc<ModelAPI>, ctx: &Context) -> Result<Action, ReconcileError
         &built,
         converged.problem(),
         deployment.as_deref(),
-        kaos_runtime::conditions::now(),
+        kaos_workload::conditions::now(),
     );
     let problem = Core::problem(
         built.as_ref().err().map(|e| (e.reason, e.message.as_str())),

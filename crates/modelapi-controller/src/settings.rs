@@ -1,22 +1,9 @@
 //! The modelapi-controller's flags and environment (`docs/contract.md` §3).
 
-use clap::Parser;
-use kaos_runtime::{DataPlaneArgs, GatewayArgs, RuntimeArgs};
+use kaos_workload::{DataPlaneArgs, GatewayArgs};
 
-#[derive(Parser, Debug, Clone)]
-#[command(
-    name = "modelapi-controller",
-    version,
-    after_help = "`modelapi-controller release-finalizers` stops the controller and removes its finalizer \
-                  from every resource (the chart's uninstall hook; see its --help)",
-    about = "Reconciles kaos.tools ModelAPIs into LiteLLM proxies and Ollama servers"
-)]
-pub struct Args {
-    #[command(flatten)]
-    pub runtime: RuntimeArgs,
-    #[command(flatten)]
-    pub settings: Settings,
-}
+/// The binary's flags: every controller process's, then [`Settings`].
+pub type Args = kaos_runtime::binary::Args<Settings>;
 
 /// What the pure builder needs to know about the operator's configuration.
 #[derive(clap::Args, Debug, Clone, Default, PartialEq)]

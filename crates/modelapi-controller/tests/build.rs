@@ -472,7 +472,7 @@ fn pod_spec(desired: &Desired) -> k8s_openapi::api::core::v1::PodSpec {
 
 #[test]
 fn every_pod_meets_the_restricted_pod_security_standard_unless_relaxed() {
-    use kaos_runtime::pod_security::restricted_violations;
+    use kaos_workload::pod_security::restricted_violations;
     let hosted = json!({"mode": "Hosted", "hostedConfig": {"model": "smollm2:135m"}});
     for spec in [proxy(), hosted.clone()] {
         let pod = pod_spec(&built(spec.clone(), &[]));

@@ -2,7 +2,7 @@
 //! status publishes. Its spec (the pod template, the instructions) is never deserialized.
 
 use kaos_api::agent::Agent;
-use kaos_runtime::packed::SlimMeta;
+use kaos_workload::packed::SlimMeta;
 use serde::Deserialize;
 
 /// An Agent as the workflow controller's cache keeps it.
@@ -34,7 +34,7 @@ impl AgentView {
     }
 }
 
-kaos_runtime::served_as!([] AgentView, Agent);
+kaos_workload::served_as!([] AgentView, Agent);
 
 /// What a waiting run reads of an agent: readiness and endpoint.
 pub fn readiness_view(agent: &AgentView) -> Option<AgentReadiness> {

@@ -2,8 +2,8 @@
 //! client and its background sends, the settings, the clock and the metrics.
 
 use kaos_api::workflow::{AgentWorkflow, AgentWorkflowRun};
-use kaos_runtime::reconciler::Core;
-use kaos_runtime::stores::cached;
+use kaos_workload::reconciler::Core;
+use kaos_workload::stores::cached;
 use kube::runtime::reflector::Store;
 
 use crate::a2a::A2aClient;

@@ -9,11 +9,11 @@
 
 use std::sync::Arc;
 
-use futures::FutureExt;
 use kaos_api::workflow::{AgentWorkflow, AgentWorkflowRun};
 use kaos_runtime::Runtime;
-use kaos_runtime::reconciler::{ChildKinds, Core, wire};
-use kaos_runtime::stores;
+use kaos_workload::reconciler::Core;
+use kaos_workload::stores;
+use kaos_workload::wiring::{ChildKinds, Controllers, wire};
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc;
 
@@ -52,8 +52,7 @@ pub async fn run_with_clock(
         status_only: true,
         ..Default::default()
     };
-    let (mut synced, mut workflow_stores, mut run_stores, mut controllers) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut controllers = Controllers::new(&runtime);
     for namespace in runtime.namespaces() {
         let ns = namespace.as_deref();
         let (workflow_index, run_index) = (Index::default(), Index::default());
@@ -61,26 +60,19 @@ pub async fn run_with_clock(
         let (wake_run, run_wakes) = mpsc::unbounded_channel();
 
         let edges = workflow_index.clone();
-        let mut workflows = wire::<AgentWorkflow>(&runtime, ns, "", status_only, move |event| {
+        let workflows = wire::<AgentWorkflow>(&runtime, ns, "", status_only, move |event| {
             keep_edges(&edges, workflow_edges, event)
         });
         let edges = run_index.clone();
         let mut run_changes = RunChanges::default();
-        let mut runs = wire::<AgentWorkflowRun>(&runtime, ns, "", status_only, move |event| {
+        let runs = wire::<AgentWorkflowRun>(&runtime, ns, "", status_only, move |event| {
             keep_edges(&edges, run_edges, event);
             for (namespace, workflow) in run_changes.observe(event) {
                 let _ = wake_workflow.send(ObjectRef::new(&workflow).within(&namespace));
             }
         });
         let (agents, agent_events) = stores::cache::<AgentView>(&runtime.client, ns, "");
-        synced.append(&mut workflows.synced);
-        synced.append(&mut runs.synced);
-        let agents_synced = agents.clone();
-        synced.push(Box::pin(async move {
-            let _ = agents_synced.wait_until_ready().await;
-        }));
-        workflow_stores.push(workflows.store.clone());
-        run_stores.push(runs.store.clone());
+        controllers.reads(&agents);
 
         let (agent_workflows, agent_runs) =
             agent_dependents(agent_events, &workflow_index, &run_index);
@@ -103,46 +95,27 @@ pub async fn run_with_clock(
         let runs = runs
             .reconcile_on(agent_runs)
             .reconcile_on(receive(run_wakes));
-        controllers.push(
-            workflows
-                .run(
-                    &runtime,
-                    reconcile_workflow,
-                    reconcile_workflow::error_policy,
-                    context.clone(),
-                )
-                .boxed(),
+        controllers.add(
+            workflows,
+            reconcile_workflow,
+            reconcile_workflow::error_policy,
+            context.clone(),
+            workflow_phase,
         );
-        controllers.push(
-            runs.run(
-                &runtime,
-                reconcile_run,
-                reconcile_run::error_policy,
-                context,
-            )
-            .boxed(),
+        controllers.add(
+            runs,
+            reconcile_run,
+            reconcile_run::error_policy,
+            context,
+            run_phase,
         );
     }
-    runtime.mark_ready_when(synced);
-    runtime.track_phases(
-        "AgentWorkflow",
-        WORKFLOW_PHASES,
-        workflow_stores,
-        workflow_phase,
-    );
-    runtime.track_phases(
-        "AgentWorkflowRun",
-        RUN_PHASES,
-        run_stores,
-        |run: &AgentWorkflowRun| {
-            run.status
-                .as_ref()
-                .and_then(|status| status.phase)
-                .map(|phase| phase.as_str())
-        },
-    );
-    futures::future::join_all(controllers).await;
-    Ok(())
+    controllers.run().await
+}
+
+fn run_phase(run: &AgentWorkflowRun) -> Option<&'static str> {
+    let phase = run.status.as_ref().and_then(|status| status.phase);
+    phase.map(|phase| phase.as_str())
 }
 
 #[cfg(test)]

@@ -1,26 +1,18 @@
-//! `workflow-controller`: wiring only.
+//! `workflow-controller`: wiring only. Runs carry a finalizer while their tasks may be in flight.
 
 use std::process::ExitCode;
 
-use clap::Parser;
-use workflow_controller::settings::Args;
+use kaos_runtime::binary::Binary;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    // The chart's pre-delete hook: `workflow-controller release-finalizers` (runs carry
-    // a finalizer while their tasks may be in flight).
-    if let Some(code) =
-        kaos_runtime::uninstall::main_if_asked::<kaos_api::workflow::AgentWorkflowRun>(
-            workflow_controller::ID,
-            workflow_controller::reconcile_run::RUN_FINALIZER,
-        )
-        .await
-    {
-        return code;
-    }
-    let Args { runtime, settings } = Args::parse();
-    kaos_runtime::run(runtime, workflow_controller::ID, |rt| {
-        workflow_controller::controller::run(rt, settings)
-    })
+    Binary::new(
+        workflow_controller::ID,
+        "Runs kaos.tools AgentWorkflows: steps sent to agents over A2A, on demand or on a schedule",
+    )
+    .releases_finalizer::<kaos_api::workflow::AgentWorkflowRun>(
+        workflow_controller::reconcile_run::RUN_FINALIZER,
+    )
+    .run(workflow_controller::controller::run)
     .await
 }

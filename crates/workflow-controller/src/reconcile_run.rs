@@ -19,7 +19,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kaos_api::workflow::{AgentWorkflow, AgentWorkflowRun, AgentWorkflowRunStatus, RunPhase};
 use kaos_runtime::error::{ReconcileError, Step, StepExt};
-use kaos_runtime::stores::cached;
+use kaos_workload::stores::cached;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;

@@ -12,10 +12,10 @@ use kaos_api::workflow::{
     AgentWorkflow, AgentWorkflowRun, AgentWorkflowRunSpec, AgentWorkflowStatus, RunPhase,
     RunTrigger,
 };
-use kaos_runtime::conditions::{ConditionUpdate, set_condition};
 use kaos_runtime::error::{ReconcileError, Step, StepExt};
-use kaos_runtime::reconciler::status_digest;
-use kaos_runtime::stores::cached;
+use kaos_workload::conditions::{ConditionUpdate, set_condition};
+use kaos_workload::reconciler::status_digest;
+use kaos_workload::stores::cached;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;

@@ -3,24 +3,12 @@
 
 use std::time::Duration;
 
-use clap::Parser;
-use kaos_runtime::RuntimeArgs;
 use kaos_runtime::settings::parse_duration;
 
 use crate::endpoints::AddressOverrides;
 
-#[derive(Parser, Debug, Clone)]
-#[command(
-    name = "workflow-controller",
-    version,
-    about = "Runs kaos.tools AgentWorkflows: steps sent to agents over A2A, on demand or on a schedule"
-)]
-pub struct Args {
-    #[command(flatten)]
-    pub runtime: RuntimeArgs,
-    #[command(flatten)]
-    pub settings: Settings,
-}
+/// The binary's flags: every controller process's, then [`Settings`].
+pub type Args = kaos_runtime::binary::Args<Settings>;
 
 /// How the controller reaches agents and how often it looks at their tasks.
 #[derive(clap::Args, Debug, Clone, PartialEq)]
@@ -56,6 +44,7 @@ impl Default for Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
 
     #[test]
     fn defaults_and_flags() -> Result<(), clap::Error> {

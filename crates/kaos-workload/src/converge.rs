@@ -31,7 +31,6 @@ use crate::child_store::ChildStore;
 use crate::children::{controlled_by, is_current, stamp_desired_hash, stamp_with};
 use crate::deployment_view::DeploymentView;
 use crate::drift::covers;
-use crate::error::{ReconcileError, Step, StepExt};
 use crate::expectations::{Expectations, Key, Observed, Verdict};
 use crate::meta_view::MetaView;
 use crate::packed::Labelled;
@@ -39,6 +38,7 @@ use crate::podspec::secret_hash;
 use crate::references::{self, Missing, Reference, Source};
 use crate::scaling::{Replicas, ScaledChildren};
 use crate::workload::http_route_resource;
+use kaos_runtime::error::{ReconcileError, Step, StepExt};
 
 /// The kinds of child a workload can have.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

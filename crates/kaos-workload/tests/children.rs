@@ -10,11 +10,12 @@ use clap::Parser;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kaos_api::agent::{Agent, AgentStatus};
-use kaos_runtime::child_store::child_store;
-use kaos_runtime::converge::{Child, ChildKind, ChildSet, Children, Parent};
-use kaos_runtime::reconciler::{Core, status_digest};
-use kaos_runtime::{ControllerId, Runtime, RuntimeArgs, stores};
+use kaos_runtime::{ControllerId, Runtime, RuntimeArgs};
 use kaos_testkit::{ApiServer, Cluster};
+use kaos_workload::child_store::child_store;
+use kaos_workload::converge::{Child, ChildKind, ChildSet, Children, Parent};
+use kaos_workload::reconciler::{Core, status_digest};
+use kaos_workload::stores;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
@@ -96,7 +97,7 @@ impl Setup {
         }
     }
 
-    async fn converge(&self, set: ChildSet) -> kaos_runtime::converge::Converged {
+    async fn converge(&self, set: ChildSet) -> kaos_workload::converge::Converged {
         self.children
             .converge(&self.parent(), set)
             .await

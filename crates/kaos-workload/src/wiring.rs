@@ -1,84 +1,36 @@
-//! The skeleton every workload controller shares, so each kind's reconcile reads "load
-//! dependencies, build, converge, status":
-//!
-//! - [`wire`] builds the kube-runtime Controller from slim caches: the primary triggers only on
-//!   spec changes and deletion, children on any change (drift, rollout, deletion), with a short
-//!   debounce that merges bursts;
-//! - [`Core::reconcile`] runs one reconcile as the leader, once the caches have synced, with the
-//!   finalizer added in the same pass and removed on deletion;
-//! - the work queue's metrics (`workqueue_*`, [`crate::workqueue`]) are observed around the
-//!   Controller: every trigger stream counts its objects in, a reconcile takes them out;
-//! - [`Core::converge`] writes the children ([`crate::converge`]), [`Core::write_status`] the
-//!   status, each only when it differs from what the cache shows or this process just wrote.
+//! Wiring a kind into kube-runtime: [`wire`] builds a Controller from slim caches (the primary
+//! triggers only on spec changes and deletion, children on any change but the echo of our own
+//! write, with a short debounce that merges bursts), and [`Controllers`] runs every Controller of
+//! one process, whatever its kinds: readiness once every cache it reads has synced, the
+//! `kaos_resources` gauge of each kind, and shutdown, written once for every controller binary.
 
-use std::collections::HashMap;
-use std::fmt::Debug;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
-use crate::deployment_view::DeploymentView;
 use futures::future::BoxFuture;
 use futures::{FutureExt, Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{Api, Patch, PatchParams};
+use kaos_runtime::Runtime;
+use kaos_runtime::error::ReconcileError;
 use kube::runtime::controller::{self, Action};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, watcher};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
-use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
 
-use crate::Runtime;
-use crate::backoff::Backoff;
 use crate::child_store::{ChildStore, child_store};
-use crate::converge::{ChildKind, ChildSet, Children, Converged, Parent};
-use crate::error::{ReconcileError, Step, StepExt};
-use crate::events::Events;
-use crate::expectations::{Expectations, Observed, Verdict};
+use crate::converge::{ChildKind, Children};
+use crate::deployment_view::DeploymentView;
+use crate::expectations::Expectations;
 use crate::meta_view::MetaView;
-use crate::podspec::stable_hash;
+use crate::reconciler::{Primary, status_key};
 use crate::stores;
 use crate::triggers::PrimaryChanges;
 use crate::workload::http_route_resource;
-
-/// How long a parent in conflict with an object it does not own waits before looking again
-/// (the foreign object is outside our caches, so its deletion sends no event).
-pub const CONFLICT_RECHECK: Duration = Duration::from_secs(10);
-
-/// How often a parent whose pods read a missing Secret or ConfigMap looks again: from 1 s,
-/// doubling to once a minute (those objects are outside our caches, so their creation sends no
-/// event; reads only, never a write, while it waits).
-fn reference_rechecks() -> Backoff {
-    Backoff::new(Duration::from_secs(1), Duration::from_secs(60))
-}
-
-/// What a primary kind needs to be reconciled by the skeleton.
-pub trait Primary:
-    Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-    + Clone
-    + DeserializeOwned
-    + Debug
-    + Send
-    + Sync
-    + 'static
-{
-}
-
-impl<K> Primary for K where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + Debug
-        + Send
-        + Sync
-        + 'static
-{
-}
 
 /// Which optional children a kind has.
 #[derive(Clone, Copy, Debug, Default)]
@@ -406,346 +358,107 @@ impl<K: Primary> Wiring<K> {
     }
 }
 
-/// What every reconcile of one controller shares.
-#[derive(Clone)]
-pub struct Core {
-    pub runtime: Runtime,
-    pub children: Children,
-    pub events: Events,
-    /// None for kinds that keep none (a MemoryStore, as in KAOS: nothing to finalize).
-    pub finalizer: Option<&'static str>,
-    /// Status writes this process made and the cache may not show yet (in the children's
-    /// expectations, which forget a parent's entry when the watch reports it deleted).
-    status_writes: Arc<Expectations>,
-    /// Per parent, the next look at a missing reference.
-    reference_rechecks: Arc<Backoff>,
+/// Reads the phase of every object of one kind in one cache.
+type PhaseReader = Box<dyn Fn(&mut dyn FnMut(Option<&'static str>)) + Send + Sync>;
+
+/// Every Controller one process runs (a kind per watched namespace, or one for all), and the
+/// caches they read. [`Controllers::run`] marks the process ready once all of them have synced,
+/// keeps each kind's `kaos_resources` gauge, and runs them until shutdown.
+pub struct Controllers {
+    runtime: Runtime,
+    synced: Vec<BoxFuture<'static, ()>>,
+    running: Vec<BoxFuture<'static, ()>>,
+    phases: BTreeMap<&'static str, Vec<PhaseReader>>,
 }
 
-impl Core {
-    pub fn new(runtime: Runtime, children: Children, finalizer: Option<&'static str>) -> Self {
-        let events = runtime.events();
-        let status_writes = children.expectations.clone();
+impl Controllers {
+    pub fn new(runtime: &Runtime) -> Self {
         Self {
-            runtime,
-            children,
-            events,
-            finalizer,
-            status_writes,
-            reference_rechecks: Arc::new(reference_rechecks()),
+            runtime: runtime.clone(),
+            synced: Vec::new(),
+            running: Vec::new(),
+            phases: BTreeMap::new(),
         }
     }
 
-    /// Runs `apply` for `object` as the leader: adds the finalizer first (in the same pass),
-    /// and on deletion releases the finalizer (children go by garbage collection).
-    pub async fn reconcile<K, F, Fut>(
-        &self,
-        object: Arc<K>,
-        apply: F,
-    ) -> Result<Action, ReconcileError>
+    /// A dependency's cache the reconciles read: the process is ready once it has synced too.
+    pub fn reads<D>(&mut self, cache: &Store<D>)
     where
-        K: Primary,
-        F: FnOnce(Arc<K>) -> Fut,
-        Fut: Future<Output = Result<Action, ReconcileError>>,
+        D: Resource + Clone + Send + Sync + 'static,
+        D::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
     {
-        let key = format!(
-            "{}/{}",
-            object.namespace().unwrap_or_default(),
-            object.name_any()
+        let cache = cache.clone();
+        self.synced.push(
+            async move {
+                let _ = cache.wait_until_ready().await;
+            }
+            .boxed(),
         );
-        let span = tracing::info_span!("reconcile", kind = %K::kind(&()), object = %key);
-        let work = async {
-            if object.meta().deletion_timestamp.is_some() {
-                self.release(object.as_ref()).await?;
-                return Ok(Action::await_change());
-            }
-            let object = self.hold(object).await?;
-            match apply(object).await {
-                // The namespace is being deleted and has taken a child first (the namespace
-                // controller deletes kinds in no fixed order): nothing can be created there
-                // again, and the object's own deletion event is on its way. Not an error.
-                Err(e) if e.is_namespace_terminating() => {
-                    tracing::debug!("namespace terminating, waiting for the deletion: {e}");
-                    Ok(Action::await_change())
+    }
+
+    /// Runs `wiring`'s Controller with `reconcile`; `phase_of` gives the phase each object
+    /// counts under in `kaos_resources` (none: `Pending`).
+    pub fn add<K, Ctx, R, RFut, E>(
+        &mut self,
+        mut wiring: Wiring<K>,
+        reconcile: R,
+        error_policy: E,
+        context: Arc<Ctx>,
+        phase_of: fn(&K) -> Option<&'static str>,
+    ) where
+        K: Primary,
+        Ctx: Send + Sync + 'static,
+        R: FnMut(Arc<K>, Arc<Ctx>) -> RFut + Send + 'static,
+        RFut: Future<Output = Result<Action, ReconcileError>> + Send + 'static,
+        E: Fn(Arc<K>, &ReconcileError, Arc<Ctx>) -> Action + Send + Sync + 'static,
+    {
+        self.synced.append(&mut wiring.synced);
+        let store = wiring.store.clone();
+        let kind = K::kind(&());
+        let Some(&(kind, _)) = self.runtime.id.kinds.iter().find(|(k, _)| *k == kind) else {
+            panic!("the controller's ControllerId lists no phases of {kind}");
+        };
+        self.phases
+            .entry(kind)
+            .or_default()
+            .push(Box::new(move |count| {
+                for object in store.state() {
+                    count(phase_of(&object));
                 }
-                done => done,
-            }
-        };
-        tracing::Instrument::instrument(self.runtime.reconcile(&key, work), span).await
+            }));
+        let runtime = self.runtime.clone();
+        self.running.push(
+            wiring
+                .run(&runtime, reconcile, error_policy, context)
+                .boxed(),
+        );
     }
 
-    /// Adds the finalizer if missing, returning the object as written.
-    async fn hold<K: Primary>(&self, object: Arc<K>) -> Result<Arc<K>, ReconcileError> {
-        let Some(finalizer) = self.finalizer else {
-            return Ok(object);
-        };
-        let finalizers = object.finalizers();
-        if finalizers.iter().any(|f| f == finalizer) {
-            return Ok(object);
+    /// Runs every Controller until shutdown.
+    pub async fn run(self) -> anyhow::Result<()> {
+        let Self {
+            runtime,
+            synced,
+            running,
+            phases,
+        } = self;
+        runtime.mark_ready_when(synced);
+        for (kind, readers) in phases {
+            runtime.track_phases(kind, move |count| {
+                for read in &readers {
+                    read(count);
+                }
+            });
         }
-        let patch = if object.meta().finalizers.is_none() {
-            json!([
-                {"op": "test", "path": "/metadata/finalizers", "value": null},
-                {"op": "add", "path": "/metadata/finalizers", "value": [finalizer]},
-            ])
-        } else {
-            json!([
-                {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
-                {"op": "add", "path": "/metadata/finalizers/-", "value": finalizer},
-            ])
-        };
-        let written = self
-            .api::<K>(&object)
-            .patch(
-                &object.name_any(),
-                &PatchParams::default(),
-                &json_patch(patch),
-            )
-            .await
-            .step(Step::AddFinalizer, || {
-                format!("{} {}", K::kind(&()), object.name_any())
-            })?;
-        Ok(Arc::new(written))
-    }
-
-    /// Removes the finalizer of an object being deleted.
-    async fn release<K: Primary>(&self, object: &K) -> Result<(), ReconcileError> {
-        let Some(finalizer) = self.finalizer else {
-            return Ok(());
-        };
-        let Some(index) = object.finalizers().iter().position(|f| f == finalizer) else {
-            return Ok(());
-        };
-        let path = format!("/metadata/finalizers/{index}");
-        let patch = json!([
-            {"op": "test", "path": path, "value": finalizer},
-            {"op": "remove", "path": path},
-        ]);
-        match self
-            .api::<K>(object)
-            .patch(
-                &object.name_any(),
-                &PatchParams::default(),
-                &json_patch(patch),
-            )
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => {
-                return Err(ReconcileError::new(
-                    Step::RemoveFinalizer,
-                    format!("{} {}", K::kind(&()), object.name_any()),
-                    e,
-                ));
-            }
-        }
-        let key = status_key(object);
-        self.reference_rechecks
-            .reset(&format!("{}/{}", key.1, key.2));
-        self.status_writes.forget(&key);
+        futures::future::join_all(running).await;
         Ok(())
     }
-
-    fn api<K: Primary>(&self, object: &K) -> Api<K> {
-        Api::namespaced(
-            self.runtime.client.clone(),
-            &object.namespace().unwrap_or_default(),
-        )
-    }
-
-    /// Converges the children of `parent` to `set` and publishes a Normal event for the writes.
-    pub async fn converge<K: Primary>(
-        &self,
-        parent: &K,
-        set: ChildSet,
-    ) -> Result<Converged, ReconcileError> {
-        let namespace = parent.namespace().unwrap_or_default();
-        let uid = parent.uid().unwrap_or_default();
-        let converged = self
-            .children
-            .converge(
-                &Parent {
-                    namespace: &namespace,
-                    uid: &uid,
-                    field_manager: self.runtime.field_manager(),
-                    client: &self.runtime.client,
-                },
-                set,
-            )
-            .await?;
-        if !converged.changes.is_empty() {
-            self.events
-                .normal(parent, "Applied", converged.changes.join(", "))
-                .await;
-        }
-        Ok(converged)
-    }
-
-    /// Server-side applies `desired` as the status of `object` unless the cache already shows
-    /// it (`current`: the [`status_digest`] of the cached status) or this process just wrote
-    /// it; when it writes and `problem` is set (a reason and a message), publishes it as a
-    /// Warning event. Returns whether it wrote.
-    pub async fn write_status<K, S>(
-        &self,
-        object: &K,
-        current: Option<u64>,
-        desired: &S,
-        problem: Option<(&str, &str)>,
-    ) -> Result<bool, ReconcileError>
-    where
-        K: Primary,
-        S: Serialize,
-    {
-        if current == Some(status_digest(desired)) {
-            return Ok(false);
-        }
-        let key = status_key(object);
-        let hash = status_hash(desired);
-        let seen = Observed {
-            resource_version: object.meta().resource_version.as_deref(),
-        };
-        if self.status_writes.verdict(&key, &hash, Some(seen)) != Verdict::Unknown {
-            return Ok(false);
-        }
-        let name = object.name_any();
-        let body = json!({
-            "apiVersion": K::api_version(&()),
-            "kind": K::kind(&()),
-            "metadata": {"name": name},
-            "status": desired,
-        });
-        let written = self
-            .api::<K>(object)
-            .patch_status(
-                &name,
-                &PatchParams::apply(self.runtime.field_manager()).force(),
-                &Patch::Apply(body),
-            )
-            .await
-            .step(Step::PatchStatus, || format!("{} {name}", K::kind(&())))?;
-        self.status_writes.wrote(
-            key,
-            hash,
-            seen.resource_version,
-            written.meta().resource_version.clone(),
-            None,
-        );
-        if let Some((reason, message)) = problem {
-            self.events
-                .warning(object, reason, message.to_string())
-                .await;
-        }
-        Ok(true)
-    }
-
-    /// The end of every reconcile: writes the status (see [`Core::write_status`]) and says
-    /// when to look again: on the next change, every [`CONFLICT_RECHECK`] while a child's
-    /// name is taken by an object this resource does not own, or with a growing interval (1 s
-    /// to 60 s) while its pods read a Secret or ConfigMap that is missing.
-    pub async fn finish<K, S>(
-        &self,
-        object: &K,
-        current: Option<u64>,
-        desired: &S,
-        problem: Option<(String, String)>,
-        converged: &Converged,
-    ) -> Result<Action, ReconcileError>
-    where
-        K: Primary,
-        S: Serialize,
-    {
-        let problem = problem.as_ref().map(|(r, m)| (r.as_str(), m.as_str()));
-        self.write_status(object, current, desired, problem).await?;
-        let (_, namespace, name) = status_key(object);
-        let key = format!("{namespace}/{name}");
-        if converged.missing.is_empty() {
-            self.reference_rechecks.reset(&key);
-        }
-        Ok(if !converged.conflicts.is_empty() {
-            Action::requeue(CONFLICT_RECHECK)
-        } else if !converged.missing.is_empty() {
-            Action::requeue(self.reference_rechecks.next_delay(&key))
-        } else {
-            Action::await_change()
-        })
-    }
-
-    /// The problem to report for a resource whose build failed or whose children conflict.
-    pub fn problem(
-        build_error: Option<(&str, &str)>,
-        converged: &Converged,
-    ) -> Option<(String, String)> {
-        build_error
-            .map(|(r, m)| (r.to_string(), m.to_string()))
-            .or_else(|| converged.problem().map(|(r, m)| (r.to_string(), m)))
-    }
-
-    /// The error policy of every controller: log by step, count, warn, and retry with
-    /// per-object backoff.
-    pub fn retry_after_error<K: Primary>(&self, object: &K, error: &ReconcileError) -> Action {
-        let key = format!(
-            "{}/{}",
-            object.namespace().unwrap_or_default(),
-            object.name_any()
-        );
-        let step = error.step.metric_label();
-        self.runtime.metrics.record_error_step(step);
-        if error.is_conflict() {
-            // A write based on a cache that had not caught up yet: the retry reads the newer object.
-            tracing::debug!(object = %key, step, "reconcile raced a newer version, retrying: {error}");
-        } else {
-            tracing::warn!(object = %key, step, "reconcile failed: {error}");
-            let events = self.events.clone();
-            let object = object.clone();
-            let (reason, note) = (error.step.event_reason(), error.to_string());
-            tokio::spawn(async move { events.warning(&object, reason, note).await });
-        }
-        self.runtime.retry_after_error(&key)
-    }
-}
-
-fn json_patch(patch: Value) -> Patch<()> {
-    match serde_json::from_value(patch) {
-        Ok(p) => Patch::Json(p),
-        // The literals above are valid JSON patches.
-        Err(_) => Patch::Json(json_patch::Patch(Vec::new())),
-    }
-}
-
-fn status_key<K: Primary>(object: &K) -> crate::expectations::Key {
-    (
-        "status",
-        object.namespace().unwrap_or_default(),
-        format!("{}/{}", K::kind(&()), object.name_any()),
-    )
-}
-
-/// A digest of a whole status, to tell whether a desired status equals the cached one without
-/// the cache keeping the status (two statuses that serialize alike are equal; two different
-/// ones share a digest with odds of ~1 in 2^64).
-pub fn status_digest<S: Serialize>(status: &S) -> u64 {
-    let mut hasher = std::hash::DefaultHasher::new();
-    std::hash::Hash::hash(&serde_json::to_vec(status).unwrap_or_default(), &mut hasher);
-    std::hash::Hasher::finish(&hasher)
-}
-
-/// The hash of a status without its conditions' transition times, which a reconcile sets to
-/// "now" and which alone must not make two otherwise equal statuses differ.
-fn status_hash<S: Serialize>(status: &S) -> String {
-    let mut value = serde_json::to_value(status).unwrap_or(Value::Null);
-    if let Some(conditions) = value.get_mut("conditions").and_then(Value::as_array_mut) {
-        for condition in conditions {
-            if let Some(c) = condition.as_object_mut() {
-                c.remove("lastTransitionTime");
-            }
-        }
-    }
-    stable_hash(&value)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::expectations::Verdict;
     use futures::stream;
 
     fn config_map(rv: &str) -> ConfigMap {

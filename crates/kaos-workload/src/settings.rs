@@ -1,0 +1,42 @@
+//! The operator settings of `docs/contract.md` §3 that more than one workload controller reads:
+//! Gateway API routes and the defaults of the pods they generate.
+
+use clap::{ArgAction, Args};
+
+use crate::network_policy::NetworkPolicyArgs;
+use crate::pod_security::PodSecurity;
+
+/// Gateway API settings (all three controllers create HTTPRoutes).
+#[derive(Args, Clone, Debug, Default, PartialEq)]
+pub struct GatewayArgs {
+    /// Create an HTTPRoute per resource.
+    #[arg(long, env = "GATEWAY_API_ENABLED", default_value_t = false, action = ArgAction::Set)]
+    pub gateway_api_enabled: bool,
+    /// The Gateway the routes attach to.
+    #[arg(long, env = "GATEWAY_NAME")]
+    pub gateway_name: Option<String>,
+    /// Namespace of that Gateway (default: the route's namespace).
+    #[arg(long, env = "GATEWAY_NAMESPACE")]
+    pub gateway_namespace: Option<String>,
+}
+
+/// Defaults applied to the pods the controllers create.
+#[derive(Args, Clone, Debug, Default, PartialEq)]
+pub struct DataPlaneArgs {
+    /// Telemetry for components that do not set `telemetry.enabled`.
+    #[arg(long, env = "DEFAULT_TELEMETRY_ENABLED", action = ArgAction::Set)]
+    pub default_telemetry_enabled: Option<bool>,
+    /// OTLP endpoint for components that do not set one.
+    #[arg(long, env = "DEFAULT_TELEMETRY_ENDPOINT")]
+    pub default_telemetry_endpoint: Option<String>,
+    /// Log level of the pods (`TRACE`, `DEBUG`, `INFO`, `WARNING`, `ERROR`).
+    #[arg(long, env = "DEFAULT_LOG_LEVEL")]
+    pub default_log_level: Option<String>,
+    /// Security of the generated pods: `restricted` (the Pod Security Standard) or `baseline`
+    /// (no security context, for images that need root or a writable root filesystem).
+    #[arg(long, env = "POD_SECURITY", value_enum, default_value_t)]
+    pub pod_security: PodSecurity,
+    /// NetworkPolicies from the dependency graph (`docs/network-policy.md`).
+    #[command(flatten)]
+    pub network_policy: NetworkPolicyArgs,
+}
