@@ -15,18 +15,12 @@ use kube::ResourceExt;
 
 use crate::resolve::{BoundMemory, Resolved};
 use crate::settings::Settings;
+pub use kaos_workload::build_error::BuildError;
 
 pub const PORT: i32 = 8000;
 pub const CONTAINER: &str = "agent";
 /// Selects every child of every Agent (the controller's watch caches).
 pub const CHILD_SELECTOR: &str = "app=agent";
-
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct BuildError {
-    pub reason: &'static str,
-    pub message: String,
-}
 
 #[derive(Clone, Debug)]
 pub struct Desired {

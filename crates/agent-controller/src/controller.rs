@@ -36,14 +36,8 @@ pub const PHASES: &[&str] = &["Pending", "Ready", "Failed", "Waiting"];
 type Index = Arc<Mutex<RelationIndex>>;
 
 pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
-    let kinds = ChildKinds {
-        routes: watch_routes(&runtime, settings.gateway.gateway_api_enabled).await,
-        autoscalers: true,
-        disruption_budgets: true,
-        // Always: policies left from when they were on are deleted once they are off.
-        network_policies: true,
-        ..Default::default()
-    };
+    let routes = watch_routes(&runtime, settings.gateway.gateway_api_enabled).await;
+    let kinds = ChildKinds::workload(routes);
     let mut controllers = Controllers::new(&runtime);
     let mut claims = Claims::<CachedAgent>::new(&runtime.namespaces());
     for namespace in runtime.namespaces() {

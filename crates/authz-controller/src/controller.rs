@@ -71,10 +71,7 @@ pub struct Context {
 }
 
 pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
-    let status_only = ChildKinds {
-        status_only: true,
-        ..Default::default()
-    };
+    let status_only = ChildKinds::status_only();
     let mut controllers = Controllers::new(&runtime);
     for namespace in runtime.namespaces() {
         let ns = namespace.as_deref();

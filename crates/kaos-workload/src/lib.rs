@@ -5,6 +5,7 @@
 //! merge and hash, rollout status, conditions, autoscalers, disruption budgets and
 //! NetworkPolicies).
 
+pub mod build_error;
 pub mod child_store;
 pub mod children;
 pub mod compact;

@@ -25,6 +25,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use crate::build_error::BuildError;
 use crate::converge::{ChildSet, Children, Converged, Parent};
 use crate::expectations::{Expectations, Observed, Verdict};
 use crate::podspec::stable_hash;
@@ -325,6 +326,36 @@ impl Core {
         } else {
             Action::await_change()
         })
+    }
+
+    /// The rest of a workload's reconcile once its spec is built: the children `children`
+    /// makes of it converged (none when it cannot be built: what runs is left as it is), then
+    /// the status `status` makes of the outcome (a child conflict, if any) written with
+    /// [`Core::finish`].
+    pub async fn converge_built<K, D, S>(
+        &self,
+        object: &K,
+        current_status: Option<u64>,
+        built: &Result<D, BuildError>,
+        children: impl FnOnce(&D) -> ChildSet,
+        status: impl FnOnce(Option<(&'static str, String)>) -> S,
+    ) -> Result<Action, ReconcileError>
+    where
+        K: Primary,
+        S: Serialize,
+    {
+        let converged = match built {
+            Ok(desired) => self.converge(object, children(desired)).await?,
+            Err(_) => Converged::default(),
+        };
+        let desired_status = status(converged.problem());
+        let build_error = built.as_ref().err();
+        let problem = Self::problem(
+            build_error.map(|e| (e.reason, e.message.as_str())),
+            &converged,
+        );
+        self.finish(object, current_status, &desired_status, problem, &converged)
+            .await
     }
 
     /// The problem to report for a resource whose build failed or whose children conflict.

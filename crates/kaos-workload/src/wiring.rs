@@ -51,6 +51,29 @@ pub struct ChildKinds {
     pub network_policies: bool,
 }
 
+impl ChildKinds {
+    /// The children of a workload: its Deployment and Service, HTTPRoutes when `routes`, an
+    /// autoscaler, a disruption budget, and NetworkPolicies (always watched: policies left from
+    /// when they were on are deleted once they are off).
+    pub fn workload(routes: bool) -> Self {
+        Self {
+            routes,
+            autoscalers: true,
+            disruption_budgets: true,
+            network_policies: true,
+            ..Self::default()
+        }
+    }
+
+    /// A kind whose controller writes only its status.
+    pub fn status_only() -> Self {
+        Self {
+            status_only: true,
+            ..Self::default()
+        }
+    }
+}
+
 /// A Controller and the caches it reads, before it runs.
 pub struct Wiring<K: Primary> {
     pub controller: Controller<K>,

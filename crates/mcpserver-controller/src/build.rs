@@ -16,6 +16,7 @@ use kube::ResourceExt;
 
 use crate::registry::{Registry, RegistryError, RuntimeSpec};
 use crate::settings::Settings;
+pub use kaos_workload::build_error::BuildError;
 
 pub const PORT: i32 = 8000;
 pub const CONTAINER: &str = "mcp-server";
@@ -23,20 +24,6 @@ pub const CONTAINER: &str = "mcp-server";
 pub const DEFAULT_PARAMS_VAR: &str = "MCP_PARAMS";
 /// Selects every child of every MCPServer (the controller's watch caches).
 pub const CHILD_SELECTOR: &str = "app=mcpserver";
-
-/// A spec the controller cannot turn into children: a condition reason and what to fix.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct BuildError {
-    pub reason: &'static str,
-    pub message: String,
-}
-
-impl BuildError {
-    fn new(reason: &'static str, message: String) -> Self {
-        Self { reason, message }
-    }
-}
 
 #[derive(Clone, Debug)]
 pub struct Desired {

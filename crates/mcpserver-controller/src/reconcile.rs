@@ -12,7 +12,7 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
 
-use crate::build::{self, BuildError, build};
+use crate::build::{self, BuildError, Desired, build};
 use crate::registry;
 use crate::settings::Settings;
 use crate::status::status;
@@ -46,37 +46,18 @@ async fn apply(s: Arc<MCPServer>, ctx: &Context) -> Result<Action, ReconcileErro
         Some((reason, message)) => Err(BuildError { reason, message }),
         None => build(&s, &registry, &ctx.settings),
     };
-    let converged = match &built {
-        Ok(desired) => {
-            ctx.core
-                .converge(s.as_ref(), desired.children.clone().into_set())
-                .await?
-        }
-        Err(_) => Default::default(),
+    let current = s.status.as_ref().map(status_digest);
+    let children = |desired: &Desired| desired.children.clone().into_set();
+    let status_of = |conflict| {
+        let deployment = ctx
+            .core
+            .children
+            .deployment(&namespace, &build::deployment_name(&name));
+        let now = kaos_workload::conditions::now();
+        status(&s, &built, conflict, deployment.as_deref(), now)
     };
-    let deployment = ctx
-        .core
-        .children
-        .deployment(&namespace, &build::deployment_name(&name));
-    let desired_status = status(
-        &s,
-        &built,
-        converged.problem(),
-        deployment.as_deref(),
-        kaos_workload::conditions::now(),
-    );
-    let problem = Core::problem(
-        built.as_ref().err().map(|e| (e.reason, e.message.as_str())),
-        &converged,
-    );
     ctx.core
-        .finish(
-            s.as_ref(),
-            s.status.as_ref().map(status_digest),
-            &desired_status,
-            problem,
-            &converged,
-        )
+        .converge_built(s.as_ref(), current, &built, children, status_of)
         .await
 }
 

@@ -29,6 +29,7 @@ use kube::ResourceExt;
 
 use crate::models::ModelService;
 use crate::settings::Settings;
+pub use kaos_workload::build_error::BuildError;
 
 pub const CONTAINER: &str = "memory";
 /// Where `local` storage keeps Chroma and SQLite (`KAOS_MEMORY_LOCAL_PATH`).
@@ -36,20 +37,6 @@ pub const DATA_PATH: &str = "/data/memory";
 pub const DATA_VOLUME: &str = "data";
 /// Selects every child of every MemoryStore (the controller's watch caches).
 pub const CHILD_SELECTOR: &str = "app=memorystore";
-
-/// A spec the controller cannot turn into children: a condition reason and what to fix.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct BuildError {
-    pub reason: &'static str,
-    pub message: String,
-}
-
-impl BuildError {
-    fn new(reason: &'static str, message: String) -> Self {
-        Self { reason, message }
-    }
-}
 
 #[derive(Clone, Debug)]
 pub struct Desired {

@@ -25,13 +25,12 @@ use crate::settings::Settings;
 pub const PHASES: &[&str] = &["Pending", "Ready", "Failed"];
 
 pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
+    let routes = watch_routes(&runtime, settings.gateway.gateway_api_enabled).await;
+    // Replicas fixed by the storage (1 on a local claim), so no autoscaler.
     let kinds = ChildKinds {
-        routes: watch_routes(&runtime, settings.gateway.gateway_api_enabled).await,
         claims: true,
-        disruption_budgets: true,
-        // Always: policies left from when they were on are deleted once they are off.
-        network_policies: true,
-        ..Default::default()
+        autoscalers: false,
+        ..ChildKinds::workload(routes)
     };
     let mut controllers = Controllers::new(&runtime);
     let mut claims = Claims::<MemoryStore>::new(&runtime.namespaces());

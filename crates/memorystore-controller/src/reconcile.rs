@@ -13,7 +13,7 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
 
-use crate::build::{self, BuildError, build};
+use crate::build::{self, BuildError, Desired, build};
 use crate::models;
 use crate::settings::Settings;
 use crate::status::{Progress, status};
@@ -69,27 +69,19 @@ async fn apply(s: Arc<MemoryStore>, ctx: &Context) -> Result<Action, ReconcileEr
                 .await;
         }
     };
-    let converged = match &built {
-        Ok(desired) => {
-            ctx.core
-                .converge(s.as_ref(), desired.clone().into_set())
-                .await?
-        }
-        Err(_) => Default::default(),
+    let children = |desired: &Desired| desired.clone().into_set();
+    let status_of = |conflict| {
+        let deployment = deployment();
+        status(
+            &s,
+            Progress::Built(&built),
+            conflict,
+            deployment.as_deref(),
+            now(),
+        )
     };
-    let desired_status = status(
-        &s,
-        Progress::Built(&built),
-        converged.problem(),
-        deployment().as_deref(),
-        now(),
-    );
-    let problem = Core::problem(
-        built.as_ref().err().map(|e| (e.reason, e.message.as_str())),
-        &converged,
-    );
     ctx.core
-        .finish(s.as_ref(), current, &desired_status, problem, &converged)
+        .converge_built(s.as_ref(), current, &built, children, status_of)
         .await
 }
 

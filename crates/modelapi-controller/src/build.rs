@@ -24,6 +24,7 @@ use kube::core::DynamicObject;
 
 use crate::litellm;
 use crate::settings::Settings;
+pub use kaos_workload::build_error::BuildError;
 
 pub const PROXY_PORT: i32 = 8000;
 pub const OLLAMA_PORT: i32 = 11434;
@@ -38,20 +39,6 @@ pub const API_KEY_SECRET_KEY: &str = "api-key";
 const CONFIG_DIR: &str = "/etc/litellm";
 const CONFIG_KEY: &str = "config.yaml";
 const OLLAMA_DATA: &str = "/root/.ollama";
-
-/// A spec the controller cannot turn into children: a condition reason and what to fix.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct BuildError {
-    pub reason: &'static str,
-    pub message: String,
-}
-
-impl BuildError {
-    pub fn new(reason: &'static str, message: String) -> Self {
-        Self { reason, message }
-    }
-}
 
 /// Everything a ModelAPI should have in the cluster.
 #[derive(Clone, Debug)]

@@ -17,15 +17,11 @@ use crate::settings::Settings;
 pub const PHASES: &[&str] = &["Pending", "Ready", "Failed"];
 
 pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
+    let routes = watch_routes(&runtime, settings.gateway.gateway_api_enabled).await;
     let kinds = ChildKinds {
         config_maps: true,
         secrets: true,
-        routes: watch_routes(&runtime, settings.gateway.gateway_api_enabled).await,
-        autoscalers: true,
-        disruption_budgets: true,
-        // Always: policies left from when they were on are deleted once they are off.
-        network_policies: true,
-        ..Default::default()
+        ..ChildKinds::workload(routes)
     };
     let mut controllers = Controllers::new(&runtime);
     let mut claims = Claims::<ModelAPI>::new(&runtime.namespaces());

@@ -4,7 +4,7 @@
 use kaos_api::modelapi::{ProxyConfig, model_pattern_matches};
 use serde_json::Value;
 
-use crate::build::BuildError;
+use kaos_workload::build_error::BuildError;
 
 /// YAML double-quoted scalar (JSON string syntax is valid YAML).
 fn quoted(text: &str) -> String {

@@ -70,37 +70,18 @@ async fn apply(m: Arc<ModelAPI>, ctx: &Context) -> Result<Action, ReconcileError
         Some((reason, message)) => Err(BuildError { reason, message }),
         None => build(&m, &ctx.settings),
     };
-    let converged = match &built {
-        Ok(desired) => {
-            ctx.core
-                .converge(m.as_ref(), child_set(&name, desired))
-                .await?
-        }
-        Err(_) => Default::default(),
+    let current = m.status.as_ref().map(status_digest);
+    let status_of = |conflict| {
+        let deployment = ctx
+            .core
+            .children
+            .deployment(&namespace, &build::deployment_name(&name));
+        let now = kaos_workload::conditions::now();
+        status(&m, &built, conflict, deployment.as_deref(), now)
     };
-    let deployment = ctx
-        .core
-        .children
-        .deployment(&namespace, &build::deployment_name(&name));
-    let desired_status = status(
-        &m,
-        &built,
-        converged.problem(),
-        deployment.as_deref(),
-        kaos_workload::conditions::now(),
-    );
-    let problem = Core::problem(
-        built.as_ref().err().map(|e| (e.reason, e.message.as_str())),
-        &converged,
-    );
+    let children = |desired: &Desired| child_set(&name, desired);
     ctx.core
-        .finish(
-            m.as_ref(),
-            m.status.as_ref().map(status_digest),
-            &desired_status,
-            problem,
-            &converged,
-        )
+        .converge_built(m.as_ref(), current, &built, children, status_of)
         .await
 }
 

@@ -48,10 +48,7 @@ pub async fn run_with_clock(
 ) -> anyhow::Result<()> {
     let metrics = WorkflowMetrics::register(&runtime.metrics);
     let a2a = A2aClient::new();
-    let status_only = ChildKinds {
-        status_only: true,
-        ..Default::default()
-    };
+    let status_only = ChildKinds::status_only();
     let mut controllers = Controllers::new(&runtime);
     for namespace in runtime.namespaces() {
         let ns = namespace.as_deref();

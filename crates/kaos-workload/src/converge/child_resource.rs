@@ -1,0 +1,144 @@
+//! What converge needs of each child type: its API, what its cache keeps and how it is compared.
+
+use std::fmt::Debug;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use kube::api::Api;
+use kube::core::DynamicObject;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::children::{stamp_desired_hash, stamp_with};
+use crate::deployment_view::DeploymentView;
+use crate::meta_view::MetaView;
+use crate::packed::Labelled;
+use crate::podspec::secret_hash;
+use crate::workload::http_route_resource;
+
+/// What converge needs of a child type: its API, what its cache keeps and how it is compared.
+pub trait ChildResource:
+    Resource<DynamicType: Eq + std::hash::Hash + Clone>
+    + Clone
+    + Serialize
+    + DeserializeOwned
+    + Debug
+    + Send
+    + Sync
+    + 'static
+{
+    /// What the cache keeps of this kind.
+    type Cached: Resource<DynamicType = Self::DynamicType>
+        + Labelled
+        + Clone
+        + Serialize
+        + Debug
+        + Send
+        + Sync
+        + 'static;
+    /// Whether the cache keeps the whole object, so drift is read from it (else only its
+    /// metadata, and its spec's drift from its content version).
+    const CACHED_WHOLE: bool;
+    /// Whether an existing child is left as it is: written once, never updated (a claim's
+    /// size cannot shrink and may not grow on its storage class; the data is the user's).
+    const CREATE_ONLY: bool = false;
+    /// What moves whenever the object's content changes: the resourceVersion, unless the kind
+    /// has a generation (which status writes leave alone).
+    fn content_version(meta: &ObjectMeta) -> Option<String> {
+        meta.resource_version.clone()
+    }
+    /// Stamps the desired object with the hash of its content (see `children`).
+    fn stamp(desired: &mut Self) -> String {
+        stamp_desired_hash(desired)
+    }
+    fn api(client: &kube::Client, namespace: &str) -> Api<Self>;
+}
+
+impl ChildResource for Deployment {
+    type Cached = DeploymentView;
+    const CACHED_WHOLE: bool = false;
+    fn content_version(meta: &ObjectMeta) -> Option<String> {
+        meta.generation.map(|g| g.to_string())
+    }
+    fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
+        Api::namespaced(client.clone(), namespace)
+    }
+}
+
+impl ChildResource for Service {
+    type Cached = MetaView<Service>;
+    const CACHED_WHOLE: bool = false;
+    fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
+        Api::namespaced(client.clone(), namespace)
+    }
+}
+
+impl ChildResource for ConfigMap {
+    type Cached = ConfigMap;
+    const CACHED_WHOLE: bool = true;
+    fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
+        Api::namespaced(client.clone(), namespace)
+    }
+}
+
+impl ChildResource for Secret {
+    type Cached = MetaView<Secret>;
+    const CACHED_WHOLE: bool = false;
+    /// One-way: the stamp is on the object, its content is a secret.
+    fn stamp(desired: &mut Self) -> String {
+        stamp_with(desired, secret_hash)
+    }
+    fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
+        Api::namespaced(client.clone(), namespace)
+    }
+}
+
+impl ChildResource for DynamicObject {
+    type Cached = DynamicObject;
+    const CACHED_WHOLE: bool = true;
+    fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
+        Api::namespaced_with(client.clone(), namespace, &http_route_resource())
+    }
+}
+
+impl ChildResource for PersistentVolumeClaim {
+    type Cached = MetaView<PersistentVolumeClaim>;
+    const CACHED_WHOLE: bool = false;
+    const CREATE_ONLY: bool = true;
+    fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
+        Api::namespaced(client.clone(), namespace)
+    }
+}
+
+impl ChildResource for PodDisruptionBudget {
+    type Cached = MetaView<PodDisruptionBudget>;
+    const CACHED_WHOLE: bool = false;
+    /// Its spec moves the generation; the disruption controller's status writes do not.
+    fn content_version(meta: &ObjectMeta) -> Option<String> {
+        meta.generation.map(|g| g.to_string())
+    }
+    fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
+        Api::namespaced(client.clone(), namespace)
+    }
+}
+
+impl ChildResource for HorizontalPodAutoscaler {
+    type Cached = HorizontalPodAutoscaler;
+    const CACHED_WHOLE: bool = true;
+    fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
+        Api::namespaced(client.clone(), namespace)
+    }
+}
+
+impl ChildResource for NetworkPolicy {
+    type Cached = MetaView<NetworkPolicy>;
+    const CACHED_WHOLE: bool = false;
+    fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
+        Api::namespaced(client.clone(), namespace)
+    }
+}
