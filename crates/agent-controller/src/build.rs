@@ -1,14 +1,13 @@
 //! Agent spec + resolved dependencies → the children that run it. Pure: no IO.
 
-use k8s_openapi::api::core::v1::{Container, ContainerPort, EnvVar, HTTPGetAction, PodSpec, Probe};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s_openapi::api::core::v1::{Container, ContainerPort, EnvVar, PodSpec, Probe};
 use kaos_api::agent::{Agent, AgentPhase, MemoryConfig};
 use kaos_workload::converge::WorkloadChildren;
 use kaos_workload::pod_security::secure_pod;
 use kaos_workload::podspec::merge_pod_spec;
 use kaos_workload::scaling::ScaledChildren;
 use kaos_workload::workload::{
-    Workload, apply_container_override, env, image, log_level, merge_telemetry, owner_of,
+    self, Workload, apply_container_override, env, image, log_level, merge_telemetry, owner_of,
     push_if_set, python_otel_env, with_user_env,
 };
 use kube::ResourceExt;
@@ -99,16 +98,12 @@ fn peer_variable(name: &str) -> String {
     )
 }
 
+/// KAOS's agent probes carry no timeout or failure threshold (the API's defaults apply).
 fn http_probe(path: &str, initial_delay: i32, period: i32) -> Probe {
     Probe {
-        http_get: Some(HTTPGetAction {
-            path: Some(path.into()),
-            port: IntOrString::Int(PORT),
-            ..Default::default()
-        }),
-        initial_delay_seconds: Some(initial_delay),
-        period_seconds: Some(period),
-        ..Default::default()
+        timeout_seconds: None,
+        failure_threshold: None,
+        ..workload::http_probe(path, PORT, initial_delay, period)
     }
 }
 

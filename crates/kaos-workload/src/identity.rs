@@ -18,6 +18,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::Event;
 use tokio::sync::mpsc;
 
+use crate::build_error::BuildError;
 use crate::index::Name;
 use crate::triggers::name_of;
 
@@ -115,12 +116,7 @@ impl SecurityIds {
             Event::Delete(object) => touched.extend(self.release(&name_of(object))),
             Event::Init | Event::InitDone => {}
         }
-        touched.dedup();
-        touched
-            .iter()
-            .flat_map(|id| self.claimants.get(id).into_iter().flatten())
-            .map(|c| c.name.clone())
-            .collect()
+        self.claimants_of(touched)
     }
 
     /// After a relist of `scope` (one namespace, or every one when None): releases the claims
@@ -135,6 +131,11 @@ impl SecurityIds {
             .collect();
         let mut touched: Vec<String> = gone.iter().filter_map(|n| self.release(n)).collect();
         touched.sort();
+        self.claimants_of(touched)
+    }
+
+    /// Every claimant of the ids `touched` (sorted), to look at again.
+    fn claimants_of(&self, mut touched: Vec<String>) -> Vec<Name> {
         touched.dedup();
         touched
             .iter()
@@ -261,6 +262,19 @@ impl<K: Resource<DynamicType = ()> + SecurityIdentity + Send + Sync + 'static> C
             .remove(namespace)
             .unwrap_or_else(|| futures::stream::empty().boxed());
         (track, stream)
+    }
+}
+
+/// `build()`, unless another resource holds `object`'s `security.id`: as in KAOS, a claimed id
+/// comes first and the resource does nothing else.
+pub fn build_unless_claimed<K: Resource + SecurityIdentity, D>(
+    ids: &SharedSecurityIds,
+    object: &K,
+    build: impl FnOnce() -> Result<D, BuildError>,
+) -> Result<D, BuildError> {
+    match conflict_of(ids, object) {
+        Some((reason, message)) => Err(BuildError { reason, message }),
+        None => build(),
     }
 }
 

@@ -9,7 +9,6 @@
 //! - [`Core::converge`] writes the children ([`crate::converge`]), [`Core::write_status`] the
 //!   status, each only when it differs from what the cache shows or this process just wrote.
 
-use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,13 +21,13 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::build_error::BuildError;
 use crate::converge::{ChildSet, Children, Converged, Parent};
 use crate::expectations::{Expectations, Observed, Verdict};
 use crate::podspec::stable_hash;
+use crate::stores::Watched;
 
 /// How long a parent in conflict with an object it does not own waits before looking again
 /// (the foreign object is outside our caches, so its deletion sends no event).
@@ -41,28 +40,10 @@ fn reference_rechecks() -> Backoff {
     Backoff::new(Duration::from_secs(1), Duration::from_secs(60))
 }
 
-/// What a primary kind needs to be reconciled by the skeleton.
-pub trait Primary:
-    Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-    + Clone
-    + DeserializeOwned
-    + Debug
-    + Send
-    + Sync
-    + 'static
-{
-}
+/// What a primary kind needs to be reconciled by the skeleton: a cached kind with a static type.
+pub trait Primary: Watched + Resource<DynamicType = ()> {}
 
-impl<K> Primary for K where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + Debug
-        + Send
-        + Sync
-        + 'static
-{
-}
+impl<K: Watched + Resource<DynamicType = ()>> Primary for K {}
 
 /// What every reconcile of one controller shares.
 #[derive(Clone)]

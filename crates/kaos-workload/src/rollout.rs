@@ -1,6 +1,7 @@
 //! What a Deployment's status says about a workload: the mirror every kind's status carries,
 //! whether it is ready, and the message users see.
 
+use crate::build_error::BuildError;
 use crate::deployment_view::DeploymentView;
 use kaos_api::common::{DeploymentStatus, Phase};
 
@@ -95,6 +96,18 @@ pub fn summarize(build_error: Option<(&'static str, &str)>, rollout: &Rollout) -
             message: rollout.message.clone(),
         },
     }
+}
+
+/// The summary of a workload whose spec was built (or not) and converged: the builder's error
+/// first, then a child's conflict, else its rollout.
+pub fn summarize_built<D>(
+    built: &Result<D, BuildError>,
+    conflict: Option<&(&'static str, String)>,
+    rollout: &Rollout,
+) -> Summary {
+    let build_error = built.as_ref().err().map(|e| (e.reason, e.message.as_str()));
+    let conflict = conflict.map(|(reason, message)| (*reason, message.as_str()));
+    summarize(build_error.or(conflict), rollout)
 }
 
 /// Sets the `Ready` condition from a summary.

@@ -5,14 +5,14 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kaos_api::mcpserver::MCPServer;
 use kaos_runtime::error::ReconcileError;
-use kaos_workload::identity::{SharedSecurityIds, conflict_of};
+use kaos_workload::identity::{SharedSecurityIds, build_unless_claimed};
 use kaos_workload::reconciler::{Core, status_digest};
 use kaos_workload::stores::cached;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
 
-use crate::build::{self, BuildError, Desired, build};
+use crate::build::{self, Desired, build};
 use crate::registry;
 use crate::settings::Settings;
 use crate::status::status;
@@ -42,10 +42,7 @@ async fn apply(s: Arc<MCPServer>, ctx: &Context) -> Result<Action, ReconcileErro
     let system_namespace = &ctx.settings.system_namespace;
     let registry_map = cached(&ctx.registry, system_namespace, registry::CONFIG_MAP);
     let registry = registry::from_config_map(registry_map.as_deref(), system_namespace);
-    let built = match conflict_of(&ctx.ids, s.as_ref()) {
-        Some((reason, message)) => Err(BuildError { reason, message }),
-        None => build(&s, &registry, &ctx.settings),
-    };
+    let built = build_unless_claimed(&ctx.ids, s.as_ref(), || build(&s, &registry, &ctx.settings));
     let current = s.status.as_ref().map(status_digest);
     let children = |desired: &Desired| desired.children.clone().into_set();
     let status_of = |conflict| {

@@ -4,7 +4,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kaos_api::common::Phase;
 use kaos_api::mcpserver::{MCPServer, MCPServerStatus};
 use kaos_workload::deployment_view::DeploymentView;
-use kaos_workload::rollout::{observe, set_ready_condition, summarize};
+use kaos_workload::rollout::{observe, set_ready_condition, summarize_built};
 
 use crate::build::{BuildError, Desired};
 
@@ -18,14 +18,7 @@ pub fn status(
     let previous = s.status.clone().unwrap_or_default();
     let generation = s.metadata.generation;
     let rollout = observe(deployment);
-    let summary = summarize(
-        built
-            .as_ref()
-            .err()
-            .map(|e| (e.reason, e.message.as_str()))
-            .or(conflict.as_ref().map(|(r, m)| (*r, m.as_str()))),
-        &rollout,
-    );
+    let summary = summarize_built(built, conflict.as_ref(), &rollout);
     let mut conditions = previous.conditions.clone();
     set_ready_condition(&mut conditions, &summary, generation, now);
     MCPServerStatus {

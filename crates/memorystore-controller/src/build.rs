@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::DeploymentStrategy;
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, PersistentVolumeClaim,
-    PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, PodSpec, Probe, Volume,
-    VolumeMount, VolumeResourceRequirements,
+    Container, ContainerPort, EnvVar, EnvVarSource, PersistentVolumeClaim,
+    PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, PodSpec, Volume, VolumeMount,
+    VolumeResourceRequirements,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -22,8 +22,8 @@ use kaos_workload::network_policy::{self, Target};
 use kaos_workload::pod_security::secure_pod;
 use kaos_workload::podspec::merge_pod_spec;
 use kaos_workload::workload::{
-    Workload, apply_container_override, env, image, merge_telemetry, owner_of, push_if_set,
-    python_otel_env, with_user_env,
+    Workload, apply_container_override, env, http_probe, image, merge_telemetry, owner_of,
+    push_if_set, python_otel_env, with_user_env,
 };
 use kube::ResourceExt;
 
@@ -84,21 +84,6 @@ pub fn labels(name: &str) -> BTreeMap<String, String> {
         ("memorystore".to_string(), name.to_string()),
     ]
     .into()
-}
-
-fn http_probe(path: &str, initial_delay: i32, period: i32) -> Probe {
-    Probe {
-        http_get: Some(HTTPGetAction {
-            path: Some(path.into()),
-            port: IntOrString::Int(PORT),
-            ..Default::default()
-        }),
-        initial_delay_seconds: Some(initial_delay),
-        period_seconds: Some(period),
-        timeout_seconds: Some(5),
-        failure_threshold: Some(3),
-        ..Default::default()
-    }
 }
 
 /// Where memories are kept: `KAOS_MEMORY_STORAGE_TYPE` and the settings of that storage, the
@@ -328,8 +313,8 @@ pub fn build(
             ..Default::default()
         }]),
         env: Some(environment(store, models, settings)),
-        liveness_probe: Some(http_probe("/healthz", 10, 15)),
-        readiness_probe: Some(http_probe("/readyz", 5, 10)),
+        liveness_probe: Some(http_probe("/healthz", PORT, 10, 15)),
+        readiness_probe: Some(http_probe("/readyz", PORT, 5, 10)),
         volume_mounts: local.then(|| {
             vec![VolumeMount {
                 name: DATA_VOLUME.into(),

@@ -5,7 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kaos_api::common::Phase;
 use kaos_api::memorystore::{MemoryStore, MemoryStoreStatus};
 use kaos_workload::deployment_view::DeploymentView;
-use kaos_workload::rollout::{Summary, observe, set_ready_condition, summarize};
+use kaos_workload::rollout::{Summary, observe, set_ready_condition, summarize_built};
 
 use crate::build::{BuildError, Desired};
 use crate::models::Waiting;
@@ -38,17 +38,15 @@ pub fn status(
             previous.endpoint,
         ),
         Progress::Built(built) => {
-            let problem = built
-                .as_ref()
-                .err()
-                .map(|e| (e.reason, e.message.as_str()))
-                .or(conflict.as_ref().map(|(r, m)| (*r, m.as_str())));
             let endpoint = match built {
                 Ok(desired) => Some(desired.endpoint.clone()),
                 // A spec that cannot be built leaves the running children as they were.
                 Err(_) => previous.endpoint,
             };
-            (summarize(problem, &rollout), endpoint)
+            (
+                summarize_built(built, conflict.as_ref(), &rollout),
+                endpoint,
+            )
         }
     };
     let mut conditions = previous.conditions.clone();

@@ -4,20 +4,19 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
-    EnvVarSource, HTTPGetAction, KeyToPath, PodSpec, Probe, Secret, SecretKeySelector,
-    SecretVolumeSource, Service, Volume, VolumeMount,
+    EnvVarSource, KeyToPath, PodSpec, Secret, SecretKeySelector, SecretVolumeSource, Service,
+    Volume, VolumeMount,
 };
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kaos_api::modelapi::{ModelAPI, ModelAPIMode, ProxyConfig};
 use kaos_workload::network_policy;
 use kaos_workload::pod_security::secure_pod;
 use kaos_workload::podspec::{merge_pod_spec, secret_hash, stable_hash};
 use kaos_workload::scaling::ScaledChildren;
 use kaos_workload::workload::{
-    Workload, apply_container_override, env, image, log_level, merge_telemetry, owner_of,
-    with_user_env,
+    Workload, apply_container_override, env, http_probe, image, log_level, merge_telemetry,
+    owner_of, with_user_env,
 };
 use kube::ResourceExt;
 use kube::core::DynamicObject;
@@ -89,21 +88,6 @@ pub fn labels(name: &str) -> std::collections::BTreeMap<String, String> {
 
 /// Selects every child of every ModelAPI (the controller's watch caches).
 pub const CHILD_SELECTOR: &str = "app=modelapi";
-
-fn http_probe(path: &str, port: i32, initial_delay: i32, period: i32) -> Probe {
-    Probe {
-        http_get: Some(HTTPGetAction {
-            path: Some(path.into()),
-            port: IntOrString::Int(port),
-            ..Default::default()
-        }),
-        initial_delay_seconds: Some(initial_delay),
-        period_seconds: Some(period),
-        timeout_seconds: Some(5),
-        failure_threshold: Some(3),
-        ..Default::default()
-    }
-}
 
 fn port(container_port: i32) -> Vec<ContainerPort> {
     vec![ContainerPort {

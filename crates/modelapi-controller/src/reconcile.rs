@@ -5,12 +5,12 @@ use std::sync::Arc;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::error::ReconcileError;
 use kaos_workload::converge::{Child, ChildKind, ChildSet, WorkloadChildren};
-use kaos_workload::identity::{SharedSecurityIds, conflict_of};
+use kaos_workload::identity::{SharedSecurityIds, build_unless_claimed};
 use kaos_workload::reconciler::{Core, status_digest};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
-use crate::build::{self, BuildError, Desired, build};
+use crate::build::{self, Desired, build};
 use crate::settings::Settings;
 use crate::status::status;
 
@@ -66,10 +66,7 @@ fn child_set(name: &str, desired: &Desired) -> ChildSet {
 async fn apply(m: Arc<ModelAPI>, ctx: &Context) -> Result<Action, ReconcileError> {
     let name = m.name_any();
     let namespace = m.namespace().unwrap_or_default();
-    let built = match conflict_of(&ctx.ids, m.as_ref()) {
-        Some((reason, message)) => Err(BuildError { reason, message }),
-        None => build(&m, &ctx.settings),
-    };
+    let built = build_unless_claimed(&ctx.ids, m.as_ref(), || build(&m, &ctx.settings));
     let current = m.status.as_ref().map(status_digest);
     let status_of = |conflict| {
         let deployment = ctx

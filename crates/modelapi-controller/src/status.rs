@@ -5,7 +5,7 @@ use kaos_api::common::Phase;
 use kaos_api::modelapi::{ModelAPI, ModelAPIStatus};
 use kaos_workload::conditions::{ConditionUpdate, remove_condition, set_condition};
 use kaos_workload::deployment_view::DeploymentView;
-use kaos_workload::rollout::{observe, set_ready_condition, summarize};
+use kaos_workload::rollout::{observe, set_ready_condition, summarize_built};
 
 use crate::build::{BuildError, Desired};
 
@@ -23,14 +23,7 @@ pub fn status(
     let previous = m.status.clone().unwrap_or_default();
     let generation = m.metadata.generation;
     let rollout = observe(deployment);
-    let summary = summarize(
-        built
-            .as_ref()
-            .err()
-            .map(|e| (e.reason, e.message.as_str()))
-            .or(conflict.as_ref().map(|(r, m)| (*r, m.as_str()))),
-        &rollout,
-    );
+    let summary = summarize_built(built, conflict.as_ref(), &rollout);
     let mut conditions = previous.conditions.clone();
     set_ready_condition(&mut conditions, &summary, generation, now.clone());
     if built.as_ref().is_ok_and(|d| d.telemetry_ignored) {
