@@ -258,39 +258,29 @@ async fn label_selectors_and_pagination() {
 async fn server_side_apply_with_two_field_managers() {
     let (_, client) = client();
     let cms: Api<ConfigMap> = Api::default_namespaced(client);
-    let apply = |data: serde_json::Value| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shared"}, "data": data});
+    // The ConfigMap `shared` with `data`, server-side applied with `params`.
+    let apply = |params: PatchParams, data: serde_json::Value| {
+        let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shared"}, "data": data});
+        let cms = &cms;
+        async move { cms.patch("shared", &params, &Patch::Apply(body)).await }
+    };
 
-    cms.patch(
-        "shared",
-        &PatchParams::apply("controller"),
-        &Patch::Apply(apply(json!({"a": "1", "b": "1"}))),
+    apply(
+        PatchParams::apply("controller"),
+        json!({"a": "1", "b": "1"}),
     )
     .await
     .expect("controller applies");
-    cms.patch(
-        "shared",
-        &PatchParams::apply("user"),
-        &Patch::Apply(apply(json!({"u": "1"}))),
-    )
-    .await
-    .expect("user applies");
-    let conflict = cms
-        .patch(
-            "shared",
-            &PatchParams::apply("user"),
-            &Patch::Apply(apply(json!({"u": "1", "a": "2"}))),
-        )
+    apply(PatchParams::apply("user"), json!({"u": "1"}))
+        .await
+        .expect("user applies");
+    let conflict = apply(PatchParams::apply("user"), json!({"u": "1", "a": "2"}))
         .await
         .expect_err("a belongs to the controller");
     assert_eq!(api_error(conflict), (409, "Conflict".into()));
 
     // The controller stops applying b: b goes, the user's field stays.
-    let cm = cms
-        .patch(
-            "shared",
-            &PatchParams::apply("controller"),
-            &Patch::Apply(apply(json!({"a": "1"}))),
-        )
+    let cm = apply(PatchParams::apply("controller"), json!({"a": "1"}))
         .await
         .expect("controller re-applies");
     let data = cm.data.clone().expect("data");
@@ -303,19 +293,13 @@ async fn server_side_apply_with_two_field_managers() {
     assert_eq!(managers, ["controller", "user"]);
 
     // Forcing takes the field over; the controller's next apply then conflicts.
-    cms.patch(
-        "shared",
-        &PatchParams::apply("user").force(),
-        &Patch::Apply(apply(json!({"u": "1", "a": "2"}))),
+    apply(
+        PatchParams::apply("user").force(),
+        json!({"u": "1", "a": "2"}),
     )
     .await
     .expect("forced");
-    let conflict = cms
-        .patch(
-            "shared",
-            &PatchParams::apply("controller"),
-            &Patch::Apply(apply(json!({"a": "1"}))),
-        )
+    let conflict = apply(PatchParams::apply("controller"), json!({"a": "1"}))
         .await
         .expect_err("a now belongs to the user");
     assert_eq!(api_error(conflict), (409, "Conflict".into()));
