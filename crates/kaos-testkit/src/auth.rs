@@ -10,7 +10,11 @@ use serde_json::Value;
 
 use crate::cluster::{Cluster, ListOptions};
 use crate::error::{ApiError, ApiResult};
+use crate::meta::{self, strings};
 use crate::resources::ResourceType;
+
+/// The audience of tokens that name none: the API server's own, as kube-apiserver's default.
+pub(crate) const DEFAULT_AUDIENCE: &str = "https://kubernetes.default.svc.cluster.local";
 
 /// Who is calling.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -230,18 +234,6 @@ impl Auth {
     }
 }
 
-fn strings(value: Option<&Value>) -> Vec<String> {
-    value
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(String::from)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn subject_matches(subject: &Value, identity: &Identity) -> bool {
     let kind = subject.get("kind").and_then(Value::as_str).unwrap_or("");
     let name = subject.get("name").and_then(Value::as_str).unwrap_or("");
@@ -323,18 +315,9 @@ fn rules_for(cluster: &Cluster, identity: &Identity, namespace: Option<&str>) ->
         let Some(subject) = subjects.iter().find(|s| subject_matches(s, identity)) else {
             continue;
         };
-        let kind = binding
-            .pointer("/roleRef/kind")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let name = binding
-            .pointer("/roleRef/name")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let binding_name = binding
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or("");
+        let kind = meta::str_at(&binding, "/roleRef/kind");
+        let name = meta::str_at(&binding, "/roleRef/name");
+        let binding_name = meta::name(&binding);
         let because = if ns.is_empty() {
             format!("ClusterRoleBinding \"{binding_name}\"")
         } else {

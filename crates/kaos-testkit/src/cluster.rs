@@ -99,11 +99,7 @@ impl Cluster {
 
     /// The object as stored.
     pub fn get(&self, rt: &ResourceType, namespace: &str, name: &str) -> ApiResult<Value> {
-        let state = self.lock();
-        state
-            .stored(rt, namespace, name)
-            .map(|s| s.object.clone())
-            .ok_or_else(|| ApiError::not_found(&rt.plural, &rt.group, name))
+        self.lock().existing(rt, namespace, name)
     }
 
     /// Lists objects (`namespace` empty: all namespaces) in name order, with pagination.
@@ -156,10 +152,7 @@ impl Cluster {
         options: &WriteOptions,
     ) -> ApiResult<Value> {
         let mut state = self.lock();
-        let existing = state
-            .stored(rt, namespace, name)
-            .map(|s| s.object.clone())
-            .ok_or_else(|| ApiError::not_found(&rt.plural, &rt.group, name))?;
+        let existing = state.existing(rt, namespace, name)?;
         if meta::name(&object) != name && !meta::name(&object).is_empty() {
             return Err(ApiError::bad_request(format!(
                 "the name of the object ({}) does not match the name on the URL ({name})",
@@ -242,10 +235,7 @@ impl Cluster {
         dry_run: bool,
     ) -> ApiResult<Value> {
         let mut state = self.lock();
-        let existing = state
-            .stored(rt, namespace, name)
-            .map(|s| s.object.clone())
-            .ok_or_else(|| ApiError::not_found(&rt.plural, &rt.group, name))?;
+        let existing = state.existing(rt, namespace, name)?;
         if let Some(pre) = preconditions {
             let uid = pre.get("uid").and_then(Value::as_str);
             let rv = pre.get("resourceVersion").and_then(Value::as_str);

@@ -23,14 +23,27 @@ impl ApiError {
         }
     }
 
-    /// `<plural>[.<group>] "<name>" not found`.
-    pub fn not_found(resource: &str, group: &str, name: &str) -> Self {
+    /// An error about one object, worded as kube-apiserver's: `<plural>[.<group>] "<name>"
+    /// <what>`, with the object in the details.
+    fn about_object(
+        code: u16,
+        reason: &'static str,
+        resource: &str,
+        group: &str,
+        name: &str,
+        what: &str,
+    ) -> Self {
         Self::new(
-            404,
-            "NotFound",
-            format!("{} \"{name}\" not found", qualified(resource, group)),
+            code,
+            reason,
+            format!("{} \"{name}\" {what}", qualified(resource, group)),
             details(name, group, resource),
         )
+    }
+
+    /// `<plural>[.<group>] "<name>" not found`.
+    pub fn not_found(resource: &str, group: &str, name: &str) -> Self {
+        Self::about_object(404, "NotFound", resource, group, name, "not found")
     }
 
     /// What kube-apiserver's NamespaceLifecycle admission answers to a create in a namespace
@@ -55,11 +68,13 @@ impl ApiError {
     }
 
     pub fn already_exists(resource: &str, group: &str, name: &str) -> Self {
-        Self::new(
+        Self::about_object(
             409,
             "AlreadyExists",
-            format!("{} \"{name}\" already exists", qualified(resource, group)),
-            details(name, group, resource),
+            resource,
+            group,
+            name,
+            "already exists",
         )
     }
 
@@ -133,14 +148,13 @@ impl ApiError {
 
     /// A create of a kind whose CRD is being deleted, worded as kube-apiserver's.
     pub fn crd_terminating(resource: &str, group: &str, name: &str) -> Self {
-        Self::new(
+        Self::about_object(
             403,
             "Forbidden",
-            format!(
-                "{} \"{name}\" is forbidden: create not allowed while custom resource definition is terminating",
-                qualified(resource, group)
-            ),
-            details(name, group, resource),
+            resource,
+            group,
+            name,
+            "is forbidden: create not allowed while custom resource definition is terminating",
         )
     }
 

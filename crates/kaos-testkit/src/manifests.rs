@@ -6,6 +6,7 @@ use anyhow::{Context, bail};
 use serde_json::Value;
 
 use crate::cluster::{Cluster, Patch, PatchType, Subresource, WriteOptions};
+use crate::meta;
 
 /// The field manager of objects applied from files.
 pub const FIELD_MANAGER: &str = "kaos-testkit-apply";
@@ -63,10 +64,7 @@ pub fn apply_object(cluster: &Cluster, object: &Value) -> anyhow::Result<Value> 
     else {
         bail!("no resource serves {kind} in {api_version} (install its CRD first)");
     };
-    let name = object
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let name = meta::name(object);
     let namespace = object
         .pointer("/metadata/namespace")
         .and_then(Value::as_str)

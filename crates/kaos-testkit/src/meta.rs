@@ -8,37 +8,22 @@ pub fn now() -> String {
         .to_string()
 }
 
-pub fn name(object: &Value) -> &str {
+/// The string at `pointer` (a JSON pointer such as `/metadata/name`), or `""` when there is none.
+pub fn str_at<'a>(object: &'a Value, pointer: &str) -> &'a str {
     object
-        .pointer("/metadata/name")
+        .pointer(pointer)
         .and_then(Value::as_str)
         .unwrap_or("")
 }
 
-pub fn namespace(object: &Value) -> &str {
-    object
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
-        .unwrap_or("")
+/// The integer at `pointer`, if there is one.
+pub fn int_at(object: &Value, pointer: &str) -> Option<i64> {
+    object.pointer(pointer).and_then(Value::as_i64)
 }
 
-pub fn uid(object: &Value) -> &str {
-    object
-        .pointer("/metadata/uid")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-}
-
-pub fn resource_version(object: &Value) -> &str {
-    object
-        .pointer("/metadata/resourceVersion")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-}
-
-pub fn finalizers(object: &Value) -> Vec<String> {
-    object
-        .pointer("/metadata/finalizers")
+/// The strings of a JSON array (anything else in it skipped); none when it is not an array.
+pub fn strings(value: Option<&Value>) -> Vec<String> {
+    value
         .and_then(Value::as_array)
         .map(|a| {
             a.iter()
@@ -47,6 +32,26 @@ pub fn finalizers(object: &Value) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+pub fn name(object: &Value) -> &str {
+    str_at(object, "/metadata/name")
+}
+
+pub fn namespace(object: &Value) -> &str {
+    str_at(object, "/metadata/namespace")
+}
+
+pub fn uid(object: &Value) -> &str {
+    str_at(object, "/metadata/uid")
+}
+
+pub fn resource_version(object: &Value) -> &str {
+    str_at(object, "/metadata/resourceVersion")
+}
+
+pub fn finalizers(object: &Value) -> Vec<String> {
+    strings(object.pointer("/metadata/finalizers"))
 }
 
 pub fn is_deleting(object: &Value) -> bool {

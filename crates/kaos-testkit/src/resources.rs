@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::meta::strings;
 use crate::schema::CrdSchema;
 
 /// One served resource (a group/version/plural).
@@ -118,217 +119,44 @@ impl ResourceType {
     }
 }
 
-struct Builtin {
-    group: &'static str,
-    version: &'static str,
-    kind: &'static str,
-    plural: &'static str,
-    namespaced: bool,
-    short_names: &'static [&'static str],
-    has_status: bool,
-    tracks_generation: bool,
-}
+/// The built-in kinds: group, version, kind, plural, namespaced, short names, whether it has a
+/// `/status` subresource, whether it tracks `metadata.generation`.
+type Builtin = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    bool,
+    &'static [&'static str],
+    bool,
+    bool,
+);
 
-// A positional constructor keeps the catalogue below one readable line per kind.
-#[allow(clippy::too_many_arguments)]
-const fn builtin(
-    group: &'static str,
-    version: &'static str,
-    kind: &'static str,
-    plural: &'static str,
-    namespaced: bool,
-    short_names: &'static [&'static str],
-    has_status: bool,
-    tracks_generation: bool,
-) -> Builtin {
-    Builtin {
-        group,
-        version,
-        kind,
-        plural,
-        namespaced,
-        short_names,
-        has_status,
-        tracks_generation,
-    }
-}
-
+// One line per kind, as a table reads.
+#[rustfmt::skip]
 const BUILTINS: &[Builtin] = &[
-    builtin(
-        "",
-        "v1",
-        "Namespace",
-        "namespaces",
-        false,
-        &["ns"],
-        true,
-        false,
-    ),
-    builtin(
-        "",
-        "v1",
-        "ConfigMap",
-        "configmaps",
-        true,
-        &["cm"],
-        false,
-        false,
-    ),
-    builtin("", "v1", "Secret", "secrets", true, &[], false, false),
-    builtin("", "v1", "Service", "services", true, &["svc"], true, false),
-    builtin(
-        "",
-        "v1",
-        "ServiceAccount",
-        "serviceaccounts",
-        true,
-        &["sa"],
-        false,
-        false,
-    ),
-    builtin("", "v1", "Event", "events", true, &["ev"], false, false),
-    builtin(
-        "",
-        "v1",
-        "PersistentVolumeClaim",
-        "persistentvolumeclaims",
-        true,
-        &["pvc"],
-        true,
-        false,
-    ),
-    builtin("", "v1", "Pod", "pods", true, &["po"], true, false),
-    builtin(
-        "apps",
-        "v1",
-        "Deployment",
-        "deployments",
-        true,
-        &["deploy"],
-        true,
-        true,
-    ),
-    builtin(
-        "coordination.k8s.io",
-        "v1",
-        "Lease",
-        "leases",
-        true,
-        &[],
-        false,
-        false,
-    ),
-    builtin(
-        "autoscaling",
-        "v2",
-        "HorizontalPodAutoscaler",
-        "horizontalpodautoscalers",
-        true,
-        &["hpa"],
-        true,
-        false,
-    ),
-    builtin(
-        "policy",
-        "v1",
-        "PodDisruptionBudget",
-        "poddisruptionbudgets",
-        true,
-        &["pdb"],
-        true,
-        true,
-    ),
-    builtin(
-        "networking.k8s.io",
-        "v1",
-        "NetworkPolicy",
-        "networkpolicies",
-        true,
-        &["netpol"],
-        false,
-        true,
-    ),
-    builtin(
-        "rbac.authorization.k8s.io",
-        "v1",
-        "Role",
-        "roles",
-        true,
-        &[],
-        false,
-        false,
-    ),
-    builtin(
-        "rbac.authorization.k8s.io",
-        "v1",
-        "RoleBinding",
-        "rolebindings",
-        true,
-        &[],
-        false,
-        false,
-    ),
-    builtin(
-        "rbac.authorization.k8s.io",
-        "v1",
-        "ClusterRole",
-        "clusterroles",
-        false,
-        &[],
-        false,
-        false,
-    ),
-    builtin(
-        "rbac.authorization.k8s.io",
-        "v1",
-        "ClusterRoleBinding",
-        "clusterrolebindings",
-        false,
-        &[],
-        false,
-        false,
-    ),
-    builtin(
-        "apiextensions.k8s.io",
-        "v1",
-        "CustomResourceDefinition",
-        "customresourcedefinitions",
-        false,
-        &["crd", "crds"],
-        true,
-        true,
-    ),
+    ("", "v1", "Namespace", "namespaces", false, &["ns"], true, false),
+    ("", "v1", "ConfigMap", "configmaps", true, &["cm"], false, false),
+    ("", "v1", "Secret", "secrets", true, &[], false, false),
+    ("", "v1", "Service", "services", true, &["svc"], true, false),
+    ("", "v1", "ServiceAccount", "serviceaccounts", true, &["sa"], false, false),
+    ("", "v1", "Event", "events", true, &["ev"], false, false),
+    ("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", true, &["pvc"], true, false),
+    ("", "v1", "Pod", "pods", true, &["po"], true, false),
+    ("apps", "v1", "Deployment", "deployments", true, &["deploy"], true, true),
+    ("coordination.k8s.io", "v1", "Lease", "leases", true, &[], false, false),
+    ("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", true, &["hpa"], true, false),
+    ("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", true, &["pdb"], true, true),
+    ("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", true, &["netpol"], false, true),
+    ("rbac.authorization.k8s.io", "v1", "Role", "roles", true, &[], false, false),
+    ("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", true, &[], false, false),
+    ("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", false, &[], false, false),
+    ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", false, &[], false, false),
+    ("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", false, &["crd", "crds"], true, true),
     // Reviews: kube-apiserver's delegated authentication and authorization.
-    builtin(
-        "authentication.k8s.io",
-        "v1",
-        "TokenReview",
-        "tokenreviews",
-        false,
-        &[],
-        false,
-        false,
-    ),
-    builtin(
-        "authorization.k8s.io",
-        "v1",
-        "SubjectAccessReview",
-        "subjectaccessreviews",
-        false,
-        &[],
-        false,
-        false,
-    ),
-    builtin(
-        "events.k8s.io",
-        "v1",
-        "Event",
-        "events",
-        true,
-        &["ev"],
-        false,
-        false,
-    ),
+    ("authentication.k8s.io", "v1", "TokenReview", "tokenreviews", false, &[], false, false),
+    ("authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews", false, &[], false, false),
+    ("events.k8s.io", "v1", "Event", "events", true, &["ev"], false, false),
 ];
 
 /// The built-in kinds kube-apiserver lists in the `all` category (`kubectl get all`).
@@ -343,40 +171,39 @@ const IN_ALL_CATEGORY: &[&str] = &[
 pub fn builtins() -> Vec<ResourceType> {
     BUILTINS
         .iter()
-        .map(|b| ResourceType {
-            group: b.group.into(),
-            version: b.version.into(),
-            kind: b.kind.into(),
-            plural: b.plural.into(),
-            singular: b.kind.to_lowercase(),
-            namespaced: b.namespaced,
-            short_names: b.short_names.iter().map(|s| s.to_string()).collect(),
-            categories: match b.plural {
-                p if IN_ALL_CATEGORY.contains(&p) => vec!["all".into()],
-                "customresourcedefinitions" => vec!["api-extensions".into()],
-                _ => vec![],
+        .map(
+            |&(
+                group,
+                version,
+                kind,
+                plural,
+                namespaced,
+                short_names,
+                has_status,
+                tracks_generation,
+            )| ResourceType {
+                group: group.into(),
+                version: version.into(),
+                kind: kind.into(),
+                plural: plural.into(),
+                singular: kind.to_lowercase(),
+                namespaced,
+                short_names: short_names.iter().map(|s| s.to_string()).collect(),
+                categories: match plural {
+                    p if IN_ALL_CATEGORY.contains(&p) => vec!["all".into()],
+                    "customresourcedefinitions" => vec!["api-extensions".into()],
+                    _ => vec![],
+                },
+                has_status,
+                tracks_generation,
+                scale: (plural == "deployments").then(ScalePaths::deployment),
+                review: plural.ends_with("reviews"),
+                schema: None,
+                printer_columns: vec![],
+                crd: None,
             },
-            has_status: b.has_status,
-            tracks_generation: b.tracks_generation,
-            scale: (b.plural == "deployments").then(ScalePaths::deployment),
-            review: b.plural.ends_with("reviews"),
-            schema: None,
-            printer_columns: vec![],
-            crd: None,
-        })
+        )
         .collect()
-}
-
-fn strings(value: Option<&Value>) -> Vec<String> {
-    value
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(String::from)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// The resource types a CRD serves (one per served version), or why it cannot serve any.

@@ -17,14 +17,8 @@ pub const ROLLOUT_ANNOTATION: &str = "testkit.kaos.tools/rollout";
 
 /// The status a Deployment gets once its simulated rollout settles.
 pub fn settled_status(deployment: &Value) -> Value {
-    let replicas = deployment
-        .pointer("/spec/replicas")
-        .and_then(Value::as_i64)
-        .unwrap_or(1);
-    let generation = deployment
-        .pointer("/metadata/generation")
-        .and_then(Value::as_i64)
-        .unwrap_or(1);
+    let replicas = meta::int_at(deployment, "/spec/replicas").unwrap_or(1);
+    let generation = meta::int_at(deployment, "/metadata/generation").unwrap_or(1);
     let outcome = deployment
         .pointer(&format!(
             "/metadata/annotations/{}",
@@ -33,64 +27,55 @@ pub fn settled_status(deployment: &Value) -> Value {
         .and_then(Value::as_str)
         .unwrap_or("ready");
     let now = meta::now();
-    let condition = |kind: &str, status: bool, reason: &str, message: String| {
+    let condition = |kind: &str, (status, reason, message): (bool, &str, &str)| {
         json!({"type": kind, "status": if status { "True" } else { "False" }, "reason": reason,
                "message": message, "lastUpdateTime": now, "lastTransitionTime": now})
     };
     let name = meta::name(deployment);
-    let (ready, conditions) = match outcome {
+    let unavailable = (
+        false,
+        "MinimumReplicasUnavailable",
+        "Deployment does not have minimum availability.",
+    );
+    // Per outcome: the ready pods, and the Available and Progressing conditions' status,
+    // reason and message.
+    let (ready, available, (progressing, reason, message)) = match outcome {
         "unready" => (
             0,
-            vec![
-                condition(
-                    "Available",
-                    false,
-                    "MinimumReplicasUnavailable",
-                    "Deployment does not have minimum availability.".into(),
-                ),
-                condition(
-                    "Progressing",
-                    true,
-                    "ReplicaSetUpdated",
-                    format!("ReplicaSet \"{name}\" is progressing."),
-                ),
-            ],
+            unavailable,
+            (
+                true,
+                "ReplicaSetUpdated",
+                format!("ReplicaSet \"{name}\" is progressing."),
+            ),
         ),
         "failed" => (
             0,
-            vec![
-                condition(
-                    "Available",
-                    false,
-                    "MinimumReplicasUnavailable",
-                    "Deployment does not have minimum availability.".into(),
-                ),
-                condition(
-                    "Progressing",
-                    false,
-                    "ProgressDeadlineExceeded",
-                    format!("ReplicaSet \"{name}\" has timed out progressing."),
-                ),
-            ],
+            unavailable,
+            (
+                false,
+                "ProgressDeadlineExceeded",
+                format!("ReplicaSet \"{name}\" has timed out progressing."),
+            ),
         ),
         _ => (
             replicas,
-            vec![
-                condition(
-                    "Available",
-                    true,
-                    "MinimumReplicasAvailable",
-                    "Deployment has minimum availability.".into(),
-                ),
-                condition(
-                    "Progressing",
-                    true,
-                    "NewReplicaSetAvailable",
-                    format!("ReplicaSet \"{name}\" has successfully progressed."),
-                ),
-            ],
+            (
+                true,
+                "MinimumReplicasAvailable",
+                "Deployment has minimum availability.",
+            ),
+            (
+                true,
+                "NewReplicaSetAvailable",
+                format!("ReplicaSet \"{name}\" has successfully progressed."),
+            ),
         ),
     };
+    let conditions = [
+        condition("Available", available),
+        condition("Progressing", (progressing, reason, &message)),
+    ];
     let mut status = json!({
         "observedGeneration": generation,
         "replicas": replicas,

@@ -48,6 +48,15 @@ impl Kit {
             .header("accept", accept)
             .body(body.map_or_else(Body::empty, |b| Body::from(b.to_string())))
             .expect("request");
+        let (status, bytes) = self.answer(request).await;
+        (
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
+    }
+
+    /// The status and the whole body of the server's answer to `request`.
+    async fn answer(&self, request: Request<Body>) -> (StatusCode, axum::body::Bytes) {
         let response = self
             .0
             .clone()
@@ -59,26 +68,14 @@ impl Kit {
         let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
             .await
             .expect("body");
-        (
-            status,
-            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-        )
+        (status, bytes)
     }
 
     /// Every event of a watch from `since` that the history holds (the stream is cut after 1 s).
     async fn watch(&self, path: &str, since: &str) -> Vec<Value> {
         let uri = format!("{path}&watch=true&resourceVersion={since}&timeoutSeconds=1");
         let request = Request::get(uri).body(Body::empty()).expect("request");
-        let response = self
-            .0
-            .clone()
-            .router()
-            .oneshot(request)
-            .await
-            .expect("answer");
-        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-            .await
-            .expect("body");
+        let (_, bytes) = self.answer(request).await;
         String::from_utf8_lossy(&bytes)
             .lines()
             .map(|line| serde_json::from_str(line).expect("event"))
@@ -415,33 +412,44 @@ async fn server_side_apply_creates_with_managed_fields_and_forcing_takes_only_th
 #[tokio::test]
 async fn cel_rules_run_beside_bounds_and_are_skipped_after_blocking_errors() {
     let kit = Kit::new();
-    let agent = json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "Agent",
-                       "metadata": {"name": "a"},
-                       "spec": {"modelAPI": "m", "model": "x", "replicas": -1,
-                                "gatewayRoute": {"timeout": "soon"}}});
-    let (_, body) = kit.call(Method::POST, AGENTS, Some(agent)).await;
-    assert_eq!(
-        body["message"],
-        // The schema's bound, the scale subresource's check at its path, then the CEL rule.
-        "Agent.kaos.tools \"a\" is invalid: [spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0, .spec.replicas: Invalid value: -1: should be a non-negative integer, spec.gatewayRoute.timeout: Invalid value: \"soon\": timeout must be a duration such as 30s, 5m, 1h30m or 500ms (0s sets no timeout)]"
-    );
-
-    let object_rule = json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "ModelAPI",
-                             "metadata": {"name": "m"}, "spec": {"mode": "Proxy"}});
-    let (_, body) = kit.call(Method::POST, MODELAPIS, Some(object_rule)).await;
-    assert_eq!(
-        body["message"],
-        "ModelAPI.kaos.tools \"m\" is invalid: spec: Invalid value: mode Proxy requires proxyConfig (at least proxyConfig.models)"
-    );
-
-    let blocked = json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "ModelAPI",
-                         "metadata": {"name": "m"}, "spec": {"mode": "Local"}});
-    let (_, body) = kit.call(Method::POST, MODELAPIS, Some(blocked)).await;
-    assert_eq!(
-        body["details"]["causes"][1],
-        json!({"reason": "FieldValueInvalid", "field": "<nil>",
-               "message": "Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"})
-    );
+    // What is created, where its refusal is read, and what is read there.
+    let cases = [
+        (
+            AGENTS,
+            json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "Agent",
+                   "metadata": {"name": "a"},
+                   "spec": {"modelAPI": "m", "model": "x", "replicas": -1,
+                            "gatewayRoute": {"timeout": "soon"}}}),
+            "/message",
+            // The schema's bound, the scale subresource's check at its path, then the CEL rule.
+            json!(
+                "Agent.kaos.tools \"a\" is invalid: [spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0, .spec.replicas: Invalid value: -1: should be a non-negative integer, spec.gatewayRoute.timeout: Invalid value: \"soon\": timeout must be a duration such as 30s, 5m, 1h30m or 500ms (0s sets no timeout)]"
+            ),
+        ),
+        // A rule on the object.
+        (
+            MODELAPIS,
+            json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "ModelAPI",
+                   "metadata": {"name": "m"}, "spec": {"mode": "Proxy"}}),
+            "/message",
+            json!(
+                "ModelAPI.kaos.tools \"m\" is invalid: spec: Invalid value: mode Proxy requires proxyConfig (at least proxyConfig.models)"
+            ),
+        ),
+        // An enum error blocks the rules.
+        (
+            MODELAPIS,
+            json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "ModelAPI",
+                   "metadata": {"name": "m"}, "spec": {"mode": "Local"}}),
+            "/details/causes/1",
+            json!({"reason": "FieldValueInvalid", "field": "<nil>",
+                   "message": "Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"}),
+        ),
+    ];
+    for (path, object, pointer, expected) in cases {
+        let (_, body) = kit.call(Method::POST, path, Some(object)).await;
+        assert_eq!(body.pointer(pointer), Some(&expected), "{body}");
+    }
 }
 
 #[tokio::test]

@@ -121,6 +121,20 @@ fn ok(served: &Served, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `kubectl get <resource> <name> -o jsonpath=<template>`.
+fn jsonpath(served: &Served, resource: &str, name: &str, template: &str) -> String {
+    let output = format!("jsonpath={template}");
+    ok(served, &["get", resource, name, "-o", &output])
+}
+
+/// `kubectl patch <resource> <name> --type <patch_type> -p <patch>`.
+fn patch(served: &Served, resource: &str, name: &str, patch_type: &str, patch: &str) {
+    ok(
+        served,
+        &["patch", resource, name, "--type", patch_type, "-p", patch],
+    );
+}
+
 #[test]
 fn kubectl_installs_crds_applies_examples_and_reads_them_back() {
     if !kubectl_available() {
@@ -173,16 +187,7 @@ fn kubectl_installs_crds_applies_examples_and_reads_them_back() {
     let yaml = ok(&served, &["get", "agent", "worker", "-o", "yaml"]);
     assert!(yaml.contains("waitForDependencies: true"), "{yaml}");
     assert!(yaml.contains("reasoningLoopMaxSteps: 5"), "{yaml}");
-    let memory = ok(
-        &served,
-        &[
-            "get",
-            "agent",
-            "coordinator",
-            "-o",
-            "jsonpath={.spec.config.memory}",
-        ],
-    );
+    let memory = jsonpath(&served, "agent", "coordinator", "{.spec.config.memory}");
     let memory: serde_json::Value = serde_json::from_str(&memory).expect("json");
     assert_eq!(
         memory,
@@ -190,27 +195,18 @@ fn kubectl_installs_crds_applies_examples_and_reads_them_back() {
     );
 
     // A merge patch bumps the generation.
-    ok(
+    patch(
         &served,
-        &[
-            "patch",
-            "agent",
-            "worker",
-            "--type",
-            "merge",
-            "-p",
-            r#"{"spec":{"model":"openai/gpt-4.1"}}"#,
-        ],
+        "agent",
+        "worker",
+        "merge",
+        r#"{"spec":{"model":"openai/gpt-4.1"}}"#,
     );
-    let generation = ok(
+    let generation = jsonpath(
         &served,
-        &[
-            "get",
-            "agent",
-            "worker",
-            "-o",
-            "jsonpath={.metadata.generation} {.spec.model}",
-        ],
+        "agent",
+        "worker",
+        "{.metadata.generation} {.spec.model}",
     );
     assert_eq!(generation, "2 openai/gpt-4.1");
 
@@ -251,41 +247,22 @@ fn kubectl_installs_crds_applies_examples_and_reads_them_back() {
     );
 
     // A finalizer holds a deletion until it is removed.
-    ok(
+    patch(
         &served,
-        &[
-            "patch",
-            "agent",
-            "worker",
-            "--type",
-            "merge",
-            "-p",
-            r#"{"metadata":{"finalizers":["kaos.tools/agent-finalizer"]}}"#,
-        ],
+        "agent",
+        "worker",
+        "merge",
+        r#"{"metadata":{"finalizers":["kaos.tools/agent-finalizer"]}}"#,
     );
     ok(&served, &["delete", "agent", "worker", "--wait=false"]);
-    let marked = ok(
-        &served,
-        &[
-            "get",
-            "agent",
-            "worker",
-            "-o",
-            "jsonpath={.metadata.deletionTimestamp}",
-        ],
-    );
+    let marked = jsonpath(&served, "agent", "worker", "{.metadata.deletionTimestamp}");
     assert!(!marked.is_empty(), "held with a deletionTimestamp");
-    ok(
+    patch(
         &served,
-        &[
-            "patch",
-            "agent",
-            "worker",
-            "--type",
-            "json",
-            "-p",
-            r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
-        ],
+        "agent",
+        "worker",
+        "json",
+        r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
     );
     ok(
         &served,
@@ -387,16 +364,7 @@ spec:
     );
     // `kubectl scale` goes through deployments/scale; `kubectl get all` reads the category.
     ok(&served, &["scale", "deployment", "web", "--replicas=4"]);
-    let replicas = ok(
-        &served,
-        &[
-            "get",
-            "deployment",
-            "web",
-            "-o",
-            "jsonpath={.spec.replicas}",
-        ],
-    );
+    let replicas = jsonpath(&served, "deployment", "web", "{.spec.replicas}");
     assert_eq!(replicas, "4");
     let all = ok(&served, &["get", "all", "-o", "name"]);
     assert_eq!(

@@ -20,15 +20,8 @@ async fn client_with(server: &TestServer, token: Option<&str>) -> Client {
     Client::try_from(config).expect("client")
 }
 
-fn code(e: kube::Error) -> u16 {
-    match e {
-        kube::Error::Api(s) => s.code,
-        other => panic!("API error expected, got {other}"),
-    }
-}
-
-#[tokio::test]
-async fn rbac_allows_what_is_bound_denies_the_rest_and_records_used_grants() {
+/// The testkit served on loopback with RBAC enforced.
+async fn serve_with_rbac() -> (ApiServer, TestServer) {
     let api = ApiServer::new(Cluster::default());
     let options = ServeOptions {
         rbac: true,
@@ -37,6 +30,32 @@ async fn rbac_allows_what_is_bound_denies_the_rest_and_records_used_grants() {
     let server = TestServer::start(api.clone(), &options)
         .await
         .expect("serve");
+    (api, server)
+}
+
+/// An object with only a name, to create.
+fn named<K: serde::de::DeserializeOwned>(name: &str) -> K {
+    serde_json::from_value(json!({"metadata": {"name": name}})).expect("object")
+}
+
+fn code(e: kube::Error) -> u16 {
+    match e {
+        kube::Error::Api(s) => s.code,
+        other => panic!("API error expected, got {other}"),
+    }
+}
+
+/// The status code of a list the server must refuse.
+async fn refused_list<K>(api: Api<K>) -> u16
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    code(api.list(&ListParams::default()).await.expect_err("refused"))
+}
+
+#[tokio::test]
+async fn rbac_allows_what_is_bound_denies_the_rest_and_records_used_grants() {
+    let (api, server) = serve_with_rbac().await;
     let admin = client_with(&server, Some(&server.admin_token)).await;
     let manifests = r#"
 apiVersion: rbac.authorization.k8s.io/v1
@@ -55,7 +74,7 @@ subjects:
 - {kind: ServiceAccount, name: reader, namespace: default}
 "#;
     kaos_testkit::manifests::apply_yaml(&api.cluster, manifests).expect("RBAC objects");
-    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "c"}})).expect("cm");
+    let cm: ConfigMap = named("c");
     Api::<ConfigMap>::default_namespaced(admin.clone())
         .create(&PostParams::default(), &cm)
         .await
@@ -92,33 +111,12 @@ subjects:
         ),
         403
     );
-    assert_eq!(
-        code(
-            Api::<Secret>::default_namespaced(reader.clone())
-                .list(&ListParams::default())
-                .await
-                .expect_err("no secrets")
-        ),
-        403
-    );
-    assert_eq!(
-        code(
-            Api::<ConfigMap>::namespaced(reader.clone(), "kube-system")
-                .list(&ListParams::default())
-                .await
-                .expect_err("other ns")
-        ),
-        403
-    );
-    assert_eq!(
-        code(
-            Api::<ConfigMap>::default_namespaced(client_with(&server, None).await)
-                .list(&ListParams::default())
-                .await
-                .expect_err("bad token")
-        ),
-        401
-    );
+    let no_secrets = Api::<Secret>::default_namespaced(reader.clone());
+    assert_eq!(refused_list(no_secrets).await, 403);
+    let other_namespace = Api::<ConfigMap>::namespaced(reader.clone(), "kube-system");
+    assert_eq!(refused_list(other_namespace).await, 403);
+    let bad_token = Api::<ConfigMap>::default_namespaced(client_with(&server, None).await);
+    assert_eq!(refused_list(bad_token).await, 401);
     // The test-control endpoints are for the admin only.
     let denied = reader
         .request_text(
@@ -160,20 +158,11 @@ async fn token_request_mints_a_service_account_token_that_rbac_then_holds() {
     use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
     use k8s_openapi::api::core::v1::ServiceAccount;
 
-    let api = ApiServer::new(Cluster::default());
-    let options = ServeOptions {
-        rbac: true,
-        ..Default::default()
-    };
-    let server = TestServer::start(api.clone(), &options)
-        .await
-        .expect("serve");
+    let (_, server) = serve_with_rbac().await;
     let admin = client_with(&server, Some(&server.admin_token)).await;
     let accounts: Api<ServiceAccount> = Api::default_namespaced(admin.clone());
-    let account: ServiceAccount =
-        serde_json::from_value(json!({"metadata": {"name": "worker"}})).expect("sa");
     accounts
-        .create(&PostParams::default(), &account)
+        .create(&PostParams::default(), &named("worker"))
         .await
         .expect("service account");
 
@@ -225,38 +214,25 @@ async fn token_request_mints_a_service_account_token_that_rbac_then_holds() {
 
 #[tokio::test]
 async fn anonymous_admin_lets_credential_less_clients_in_and_keeps_rbac_for_tokens() {
-    let api = ApiServer::new(Cluster::default());
-    let options = ServeOptions {
-        rbac: true,
-        ..Default::default()
-    };
-    let server = TestServer::start(api.clone(), &options)
-        .await
-        .expect("serve");
+    let (api, server) = serve_with_rbac().await;
     let anonymous = anonymous_client(&server);
-    let listed = Api::<ConfigMap>::default_namespaced(anonymous.clone())
-        .list(&ListParams::default())
-        .await;
-    assert_eq!(code(listed.expect_err("off by default")), 401);
+    let off_by_default = Api::<ConfigMap>::default_namespaced(anonymous.clone());
+    assert_eq!(refused_list(off_by_default).await, 401);
 
     api.auth.set_anonymous_admin(true);
-    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "c"}})).expect("cm");
+    let cm: ConfigMap = named("c");
     Api::<ConfigMap>::default_namespaced(anonymous)
         .create(&PostParams::default(), &cm)
         .await
         .expect("no credentials: the admin");
     // A wrong credential is still refused, and a ServiceAccount's token still held to RBAC.
-    let wrong = Api::<ConfigMap>::default_namespaced(client_with(&server, None).await)
-        .list(&ListParams::default())
-        .await;
-    assert_eq!(code(wrong.expect_err("bad token")), 401);
+    let bad_token = Api::<ConfigMap>::default_namespaced(client_with(&server, None).await);
+    assert_eq!(refused_list(bad_token).await, 401);
     let token = api
         .auth
         .mint_token(kaos_testkit::auth::Identity::service_account(
             "default", "nobody",
         ));
-    let held = Api::<ConfigMap>::default_namespaced(client_with(&server, Some(&token)).await)
-        .list(&ListParams::default())
-        .await;
-    assert_eq!(code(held.expect_err("no rule")), 403);
+    let no_rule = Api::<ConfigMap>::default_namespaced(client_with(&server, Some(&token)).await);
+    assert_eq!(refused_list(no_rule).await, 403);
 }

@@ -11,58 +11,8 @@ use kube::api::PostParams;
 use kube::{Api, Client};
 use serde_json::Value;
 
-const RBAC: &str = r#"
-apiVersion: v1
-kind: ServiceAccount
-metadata: {name: prometheus, namespace: default}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: metrics-reader}
-rules:
-- nonResourceURLs: ["/metrics"]
-  verbs: ["get"]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: prometheus-metrics}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: metrics-reader}
-subjects:
-- {kind: ServiceAccount, name: prometheus, namespace: default}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: cm-reader, namespace: default}
-rules:
-- apiGroups: [""]
-  resources: [configmaps]
-  verbs: [get]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: cm-reader, namespace: default}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: cm-reader}
-subjects:
-- {kind: ServiceAccount, name: prometheus, namespace: default}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: reviewer}
-rules:
-- apiGroups: ["authentication.k8s.io"]
-  resources: ["tokenreviews"]
-  verbs: ["create"]
-- apiGroups: ["authorization.k8s.io"]
-  resources: ["subjectaccessreviews"]
-  verbs: ["create"]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: reviewer}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: reviewer}
-subjects:
-- {kind: ServiceAccount, name: reviewer, namespace: default}
-"#;
+/// prometheus may GET `/metrics` and read ConfigMaps in `default`; reviewer may create reviews.
+const RBAC: &str = include_str!("fixtures/reviews-rbac.yaml");
 
 async fn client(server: &TestServer, token: &str) -> Client {
     let kubeconfig: kube::config::Kubeconfig =

@@ -16,10 +16,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kaos_api::workflow::AgentWorkflowRunStatus;
 use kaos_runtime::{ControllerId, Runtime, RuntimeArgs};
 use kaos_testkit::{ApiServer, ServeOptions, TestServer};
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::discovery::{ApiCapabilities, Scope};
 use serde_json::Value;
@@ -29,7 +28,11 @@ use tokio::task::JoinHandle;
 use crate::defaults::{
     QUICKSTART, SANDBOX_CREDENTIALS, SYSTEM_NAMESPACE, controller_settings, workflow_settings,
 };
-use crate::workflow::steps_summary;
+use crate::failure::Failure;
+use crate::kubeconfig;
+
+mod report;
+pub use report::{Row, RunFollower};
 
 /// When a custom resource has settled, for [`Dev::wait_ready`].
 #[derive(Clone, Copy)]
@@ -171,20 +174,6 @@ fn address_overrides(addresses: &[AgentAddress], default_namespace: &str) -> Vec
         .collect()
 }
 
-/// Why [`start`] failed, and what to do about it.
-#[derive(Debug)]
-pub struct StartError {
-    pub error: anyhow::Error,
-    pub hint: String,
-}
-
-fn hint(hint: impl Into<String>) -> impl FnOnce(anyhow::Error) -> StartError {
-    move |error| StartError {
-        error,
-        hint: hint.into(),
-    }
-}
-
 /// The controllers running against a cluster. Dropping it stops them without waiting; [`Dev::stop`]
 /// waits for them to hand their Leases over.
 pub struct Dev {
@@ -285,10 +274,6 @@ async fn start_sandbox(listen: SocketAddr) -> anyhow::Result<TestServer> {
     TestServer::start(api, &serve)
         .await
         .with_context(|| format!("cannot listen on {listen}"))
-}
-
-async fn config_from(kubeconfig: kube::config::Kubeconfig) -> anyhow::Result<kube::Config> {
-    Ok(kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?)
 }
 
 /// What the controllers need from a cluster and what `--install-crds` installs: the CRDs and the
@@ -491,7 +476,7 @@ impl Start<'_> {
     }
 }
 
-pub async fn start(options: &Options) -> Result<Dev, StartError> {
+pub async fn start(options: &Options) -> Result<Dev, Failure> {
     let (config, testkit, kubeconfig) = match &options.cluster {
         Cluster::Sandbox {
             listen,
@@ -499,37 +484,27 @@ pub async fn start(options: &Options) -> Result<Dev, StartError> {
         } => {
             let server = start_sandbox(*listen)
                 .await
-                .map_err(hint("choose another address with --listen"))?;
+                .map_err(Failure::hint("choose another address with --listen"))?;
             server
                 .write_kubeconfig(write_kubeconfig, None)
                 .with_context(|| format!("cannot write {}", write_kubeconfig.display()))
-                .map_err(hint("choose another path with --write-kubeconfig"))?;
-            let config =
-                async { config_from(serde_saphyr::from_str(&server.kubeconfig(None))?).await }
-                    .await
-                    .map_err(hint("this is a bug in kaosctl"))?;
-            (config, Some(server), write_kubeconfig.clone())
-        }
-        Cluster::Existing { kubeconfig, .. } => {
+                .map_err(Failure::hint("choose another path with --write-kubeconfig"))?;
             let config = async {
-                let file = kube::config::Kubeconfig::read_from(kubeconfig)?;
-                config_from(file).await
+                let file = serde_saphyr::from_str(&server.kubeconfig(None))?;
+                anyhow::Ok(kube::Config::from_custom_kubeconfig(file, &Default::default()).await?)
             }
             .await
-            .with_context(|| format!("cannot use kubeconfig {}", kubeconfig.display()))
-            .map_err(hint(
-                "pass a kubeconfig kubectl can use (its current context names the cluster)",
-            ))?;
-            (config, None, kubeconfig.clone())
+            .map_err(Failure::hint("this is a bug in kaosctl"))?;
+            (config, Some(server), write_kubeconfig.clone())
         }
+        Cluster::Existing { kubeconfig, .. } => (
+            kubeconfig::read(kubeconfig).await?,
+            None,
+            kubeconfig.clone(),
+        ),
     };
-    let server = config
-        .cluster_url
-        .to_string()
-        .trim_end_matches('/')
-        .to_string();
-    let client = kube::Client::try_from(config.clone())
-        .map_err(|e| hint("this is a bug in kaosctl")(e.into()))?;
+    let (client, server) = kubeconfig::client(config.clone())
+        .map_err(|e| Failure::new(e, "this is a bug in kaosctl"))?;
     // A sandbox keeps the chart's layout (Leases beside the registry in kaos-system); on a
     // cluster of one's own the Leases go where the kubeconfig points, like the resources.
     let lease_namespace = match &options.cluster {
@@ -545,17 +520,17 @@ pub async fn start(options: &Options) -> Result<Dev, StartError> {
             install_prerequisites(&client)
                 .await
                 .with_context(|| format!("cannot install the CRDs on {server}"))
-                .map_err(hint(reach))?;
+                .map_err(Failure::hint(reach))?;
         } else {
             let missing = missing_prerequisites(&client)
                 .await
                 .with_context(|| format!("cannot read the CRDs of {server}"))
-                .map_err(hint(reach))?;
+                .map_err(Failure::hint(reach))?;
             if !missing.is_empty() {
-                return Err(StartError {
-                    error: anyhow::anyhow!("{server} lacks {}", missing.join(", ")),
-                    hint: "add --install-crds to install them (the CRDs of `kaosctl crds`, server-side applied, and the default registry)".into(),
-                });
+                return Err(Failure::new(
+                    anyhow::anyhow!("{server} lacks {}", missing.join(", ")),
+                    "add --install-crds to install them (the CRDs of `kaosctl crds`, server-side applied, and the default registry)",
+                ));
             }
         }
     }
@@ -563,18 +538,19 @@ pub async fn start(options: &Options) -> Result<Dev, StartError> {
     let agent_addresses = address_overrides(&options.agent_addresses, client.default_namespace());
     let (stop, _) = watch::channel(false);
     let running = start_controllers(config, &lease_namespace, &agent_addresses, &stop)
-        .map_err(hint("this is a bug in kaosctl"))?;
+        .map_err(Failure::hint("this is a bug in kaosctl"))?;
     let metrics = running.iter().map(|c| (c.name, c.metrics)).collect();
     let controllers = running.into_iter().map(|c| c.task).collect();
     let manifests = if options.apply.is_empty() && testkit.is_some() {
         documents(&format!("{SANDBOX_CREDENTIALS}---\n{QUICKSTART}"))
-            .map_err(hint("this is a bug in kaosctl"))?
+            .map_err(Failure::hint("this is a bug in kaosctl"))?
     } else {
-        read_manifests(&options.apply).map_err(hint("pass existing YAML files with --apply"))?
+        read_manifests(&options.apply)
+            .map_err(Failure::hint("pass existing YAML files with --apply"))?
     };
     let applied = apply_documents(&client, manifests)
         .await
-        .map_err(hint(
+        .map_err(Failure::hint(
             "check the --apply files (`kubectl apply --dry-run=server -f FILE` shows the server's answer)",
         ))?;
     Ok(Dev {
@@ -591,298 +567,7 @@ pub async fn start(options: &Options) -> Result<Dev, StartError> {
     })
 }
 
-/// One custom resource as `kaosctl dev` reports it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Row {
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
-    /// `status.phase`; for the kinds without one, the reason of the condition they settle on.
-    pub phase: String,
-    pub endpoint: String,
-    pub message: String,
-    /// For an AgentWorkflowRun, each step's phase: `a Succeeded, b Running`.
-    pub steps: String,
-    /// Whether [`Dev::wait_ready`] has nothing more to wait for.
-    pub settled: bool,
-}
-
-fn text(v: &Value, pointer: &str) -> String {
-    v.pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string()
-}
-
-/// The condition `type_` of an object's status.
-fn condition<'a>(object: &'a Value, type_: &str) -> Option<&'a Value> {
-    object
-        .pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == type_)
-}
-
-/// A custom resource as a row: its phase, or for the kinds without one the condition it settles
-/// on (written for its current generation), with the unresolved references as the message.
-fn row(kind: &str, settled: Settled, object: &Value) -> Row {
-    let mut steps = String::new();
-    let (phase, message, settled) = match settled {
-        Settled::WhenReady => {
-            let phase = text(object, "/status/phase");
-            let ready = phase == "Ready";
-            (phase, text(object, "/status/message"), ready)
-        }
-        Settled::WhenWritten(type_) => {
-            let written = condition(object, type_);
-            let current = written.is_some_and(|c| {
-                c.get("observedGeneration") == object.pointer("/metadata/generation")
-            });
-            let resolved = condition(object, authz_controller::status::RESOLVED_REFS)
-                .filter(|c| c["status"] == "False");
-            let message = resolved
-                .or(written)
-                .map_or("", |c| c["message"].as_str().unwrap_or_default());
-            (
-                written
-                    .map_or("", |c| c["reason"].as_str().unwrap_or_default())
-                    .into(),
-                message.into(),
-                current,
-            )
-        }
-        Settled::WhenTrue(type_) => {
-            let current = condition(object, type_)
-                .filter(|c| c.get("observedGeneration") == object.pointer("/metadata/generation"));
-            let ready = current.is_some_and(|c| c["status"] == "True");
-            let phase = match current {
-                None => "",
-                Some(_) if ready => "Ready",
-                Some(c) => c["reason"].as_str().unwrap_or("NotReady"),
-            };
-            let message = current.map_or("", |c| c["message"].as_str().unwrap_or_default());
-            (phase.into(), message.into(), ready)
-        }
-        Settled::Shown => {
-            let status: Option<AgentWorkflowRunStatus> = object
-                .get("status")
-                .and_then(|s| serde_json::from_value(s.clone()).ok());
-            steps = status.as_ref().map(steps_summary).unwrap_or_default();
-            let phase = text(object, "/status/phase");
-            let phase = if phase.is_empty() {
-                "Pending".into()
-            } else {
-                phase
-            };
-            (phase, text(object, "/status/message"), true)
-        }
-    };
-    Row {
-        kind: kind.to_string(),
-        namespace: text(object, "/metadata/namespace"),
-        name: text(object, "/metadata/name"),
-        phase,
-        endpoint: text(object, "/status/endpoint"),
-        message,
-        steps,
-        settled,
-    }
-}
-
-/// A run in one line: `NAME  PHASE  a Succeeded, b Running`, with the reason when it failed
-/// or was canceled.
-fn run_line(r: &Row) -> String {
-    let mut line = format!("{}  {}", r.name, r.phase);
-    if !r.steps.is_empty() {
-        line.push_str(&format!("  {}", r.steps));
-    }
-    if matches!(r.phase.as_str(), "Failed" | "Canceled") && !r.message.is_empty() {
-        line.push_str(&format!("  ({})", r.message));
-    }
-    line
-}
-
-/// Follows the runs for `kaosctl dev`'s output: a line for each run that appeared or changed
-/// since the last look.
-#[derive(Default)]
-pub struct RunFollower {
-    seen: HashMap<(String, String), String>,
-}
-
-impl RunFollower {
-    /// `run NAMESPACE/NAME  PHASE  a Succeeded, b Running` for each run new or changed since
-    /// the last call (none when the runs cannot be listed now: the next call catches up).
-    pub async fn changes(&mut self, dev: &Dev) -> Vec<String> {
-        let Ok(rows) = dev.rows().await else {
-            return Vec::new();
-        };
-        let mut lines = Vec::new();
-        let mut seen = HashMap::new();
-        for r in rows.iter().filter(|r| r.kind == RUN_KIND) {
-            let key = (r.namespace.clone(), r.name.clone());
-            let line = run_line(r);
-            if self.seen.get(&key) != Some(&line) {
-                lines.push(format!("run {}/{line}", r.namespace));
-            }
-            seen.insert(key, line);
-        }
-        self.seen = seen;
-        lines
-    }
-}
-
 impl Dev {
-    /// Every custom resource in the cluster, with its phase.
-    pub async fn rows(&self) -> anyhow::Result<Vec<Row>> {
-        let mut rows = Vec::new();
-        for (_, kind, settled) in KINDS {
-            let resource =
-                ApiResource::from_gvk(&GroupVersionKind::gvk("kaos.tools", "v1alpha1", kind));
-            let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
-            for object in api.list(&ListParams::default()).await?.items {
-                rows.push(row(kind, *settled, &serde_json::to_value(object)?));
-            }
-        }
-        Ok(rows)
-    }
-
-    /// The children the controllers created: (kind, namespace/name).
-    pub async fn children(&self) -> anyhow::Result<Vec<(String, String)>> {
-        let mut children = Vec::new();
-        let labelled =
-            ListParams::default().labels("app in (agent,modelapi,mcpserver,memorystore)");
-        for (group, version, kind) in [
-            ("", "v1", "ConfigMap"),
-            ("apps", "v1", "Deployment"),
-            ("", "v1", "Service"),
-            ("", "v1", "PersistentVolumeClaim"),
-            ("policy", "v1", "PodDisruptionBudget"),
-        ] {
-            let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
-            let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
-            for object in api.list_metadata(&labelled).await?.items {
-                let namespace = object.metadata.namespace.unwrap_or_default();
-                let name = object.metadata.name.unwrap_or_default();
-                children.push((kind.to_string(), format!("{namespace}/{name}")));
-            }
-        }
-        Ok(children)
-    }
-
-    fn tracked(&self, row: &Row) -> bool {
-        self.applied.is_empty()
-            || self
-                .applied
-                .contains(&(row.kind.clone(), row.namespace.clone(), row.name.clone()))
-    }
-
-    /// Waits until every applied custom resource (every one, if none was applied) has settled
-    /// (Ready; AccessGrants and ThirdPartyServices reconciled), printing progress; on timeout
-    /// returns those that have not, with their messages.
-    pub async fn wait_ready(&self, timeout: Duration, progress: bool) -> Result<(), Vec<Row>> {
-        let started = Instant::now();
-        let mut last = String::new();
-        loop {
-            let (line, waiting) = match self.rows().await {
-                Ok(rows) => {
-                    let rows: Vec<Row> = rows
-                        .into_iter()
-                        .filter(|r| self.tracked(r) && !shown_only(&r.kind))
-                        .collect();
-                    let waiting: Vec<Row> = rows.iter().filter(|r| !r.settled).cloned().collect();
-                    if waiting.is_empty() && rows.len() >= self.applied.len() {
-                        return Ok(());
-                    }
-                    let first = waiting.first().map(|r| {
-                        let phase = if r.phase.is_empty() {
-                            "not reconciled yet"
-                        } else {
-                            &r.phase
-                        };
-                        format!(" ({} {}: {phase})", r.kind, r.name)
-                    });
-                    let ready = rows.len() - waiting.len();
-                    let line = format!(
-                        "waiting: {ready}/{} ready{}",
-                        rows.len(),
-                        first.unwrap_or_default()
-                    );
-                    (line, waiting)
-                }
-                Err(e) => (format!("waiting: cannot list the resources: {e}"), vec![]),
-            };
-            if started.elapsed() >= timeout {
-                return Err(waiting);
-            }
-            if progress && line != last {
-                eprintln!("{line}");
-                last = line;
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-    }
-
-    /// The summary: every custom resource, the runs with their steps, the children, the metrics
-    /// URLs, the agent addresses and the kubeconfig.
-    pub async fn report(&self) -> String {
-        let (runs, rows): (Vec<Row>, Vec<Row>) = self
-            .rows()
-            .await
-            .unwrap_or_default()
-            .into_iter()
-            .partition(|r| shown_only(&r.kind));
-        let width = |f: fn(&Row) -> &str, title: &str| {
-            rows.iter()
-                .map(|r| f(r).len())
-                .max()
-                .unwrap_or(0)
-                .max(title.len())
-        };
-        let (wk, wn, wp) = (
-            width(|r| &r.kind, "KIND"),
-            width(|r| &r.name, "NAME"),
-            width(|r| &r.phase, "PHASE"),
-        );
-        let mut out = format!(
-            "{:wk$}  {:wn$}  {:wp$}  ENDPOINT\n",
-            "KIND", "NAME", "PHASE"
-        );
-        for r in &rows {
-            let line = format!(
-                "{:wk$}  {:wn$}  {:wp$}  {}",
-                r.kind, r.name, r.phase, r.endpoint
-            );
-            // No endpoint (AccessGrants, ThirdPartyServices, what is not Ready): no padding.
-            out.push_str(line.trim_end());
-            out.push('\n');
-        }
-        if !runs.is_empty() {
-            out.push_str("\nruns:\n");
-            for r in &runs {
-                out.push_str(&format!("  {}\n", run_line(r)));
-            }
-        }
-        out.push_str("\nchildren:\n");
-        for (kind, name) in self.children().await.unwrap_or_default() {
-            out.push_str(&format!("  {kind} {name}\n"));
-        }
-        out.push_str("\nmetrics:\n");
-        for (controller, address) in &self.metrics {
-            out.push_str(&format!("  {controller}: http://{address}/metrics\n"));
-        }
-        if !self.agent_addresses.is_empty() {
-            out.push_str("\nagent addresses (workflow steps go there):\n");
-            for address in &self.agent_addresses {
-                out.push_str(&format!("  {address}\n"));
-            }
-        }
-        out.push_str(&format!(
-            "\nkubeconfig: {path}\ntry: kubectl --kubeconfig {path} get agents,modelapis,mcpservers,memorystores,accessgrants,thirdpartyservices,agentworkflows,agentworkflowruns\n",
-            path = self.kubeconfig.display()
-        ));
-        out
-    }
-
     /// Stops the controllers and waits (up to 10 s) until they have released their Leases, so
     /// the next run on the same cluster leads at once.
     pub async fn stop(mut self) {

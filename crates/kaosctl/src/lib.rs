@@ -3,6 +3,8 @@
 
 pub mod defaults;
 pub mod dev;
+pub mod failure;
+pub mod kubeconfig;
 pub mod migrate;
 pub mod render;
 pub mod workflow;

@@ -11,7 +11,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use kaosctl::defaults::SANDBOX_KUBECONFIG;
-use kaosctl::dev::{self, AgentAddress, Cluster, Options, RunFollower, StartError};
+use kaosctl::dev::{self, AgentAddress, Cluster, Options, RunFollower};
+use kaosctl::failure::Failure;
 use kaosctl::render::{render, to_yaml};
 use kaosctl::{migrate, workflow};
 use serde_json::Value;
@@ -87,36 +88,7 @@ enum Command {
     /// --scale-down-kaos), let the chart adopt KAOS's CRDs (Helm's ownership label and
     /// annotations; spec and resources untouched) and print the next commands. With --check:
     /// read-only, non-zero until the migration is complete.
-    Migrate {
-        /// The cluster of this kubeconfig (its current context); default: $KUBECONFIG or
-        /// ~/.kube/config.
-        #[arg(long, value_name = "PATH")]
-        kubeconfig: Option<PathBuf>,
-        /// The Helm release that will own the CRDs (`helm install RELEASE charts/kaos`).
-        #[arg(long, default_value = "kaos")]
-        release: String,
-        /// The namespace of that release (`helm install -n NAMESPACE`).
-        #[arg(long, short = 'n', default_value = "kaos-system")]
-        namespace: String,
-        /// Print what would change and let the API server validate it (dryRun=All); change nothing.
-        #[arg(long, conflicts_with = "check")]
-        dry_run: bool,
-        /// Scale the KAOS operator's Deployment(s) to 0 and wait for their pods to go, instead of
-        /// refusing while KAOS runs.
-        #[arg(long, conflicts_with = "check")]
-        scale_down_kaos: bool,
-        /// Adopt CRDs even when they belong to another Helm release.
-        #[arg(long, conflicts_with = "check")]
-        force: bool,
-        /// Read-only: exit non-zero unless the CRDs belong to the release, it is deployed, no
-        /// KAOS operator runs and kaos-rs has reconciled every Agent, ModelAPI, MCPServer,
-        /// MemoryStore, AccessGrant and ThirdPartyService.
-        #[arg(long)]
-        check: bool,
-        /// Seconds --scale-down-kaos waits for the KAOS operator's pods to go.
-        #[arg(long, default_value_t = 120)]
-        timeout: u64,
-    },
+    Migrate(migrate::Options),
 }
 
 /// Where `kaosctl workflow` finds the workflow.
@@ -149,37 +121,6 @@ enum WorkflowCommand {
         #[command(flatten)]
         target: WorkflowTarget,
     },
-}
-
-/// An error and what to do about it.
-struct Failure {
-    error: anyhow::Error,
-    hint: String,
-}
-
-fn fail(hint: &'static str) -> impl FnOnce(anyhow::Error) -> Failure {
-    move |error| Failure {
-        error,
-        hint: hint.into(),
-    }
-}
-
-impl From<migrate::Failure> for Failure {
-    fn from(migrate::Failure { error, hint }: migrate::Failure) -> Self {
-        Failure { error, hint }
-    }
-}
-
-impl From<workflow::Failure> for Failure {
-    fn from(workflow::Failure { error, hint }: workflow::Failure) -> Self {
-        Failure { error, hint }
-    }
-}
-
-impl From<StartError> for Failure {
-    fn from(StartError { error, hint }: StartError) -> Self {
-        Failure { error, hint }
-    }
 }
 
 fn read_documents(files: &[String]) -> anyhow::Result<Vec<Value>> {
@@ -232,31 +173,13 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
         },
         Command::Crds => {
             let yaml = kaos_api::crd::all_yaml()
-                .map_err(|e| fail("this is a bug in kaosctl")(e.into()))?;
+                .map_err(|e| Failure::hint("this is a bug in kaosctl")(e.into()))?;
             print!("{yaml}");
             Ok(ExitCode::SUCCESS)
         }
-        Command::Migrate {
-            kubeconfig,
-            release,
-            namespace,
-            dry_run,
-            scale_down_kaos,
-            force,
-            check,
-            timeout,
-        } => {
-            let options = migrate::Options {
-                kubeconfig,
-                release,
-                namespace,
-                dry_run,
-                scale_down_kaos,
-                force,
-                timeout: Duration::from_secs(timeout),
-            };
+        Command::Migrate(options) => {
             let (client, server) = migrate::connect(options.kubeconfig.as_deref()).await?;
-            if check {
+            if options.check {
                 let findings = migrate::check(&client, &server, &options).await?;
                 println!(
                     "Checking the migration of {server} to kaos-rs (Helm release {} in namespace {})",
@@ -271,12 +194,10 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
                     println!("\nthe migration is complete: kaos-rs reconciles every resource");
                     return Ok(ExitCode::SUCCESS);
                 }
-                return Err(Failure {
-                    error: anyhow::anyhow!("{failed} check(s) failed"),
-                    hint:
-                        "see FAIL above; docs/install.md (Migrating from KAOS) says what each means"
-                            .into(),
-                });
+                return Err(Failure::new(
+                    anyhow::anyhow!("{failed} check(s) failed"),
+                    "see FAIL above; docs/install.md (Migrating from KAOS) says what each means",
+                ));
             }
             let survey = migrate::survey(&client, &server, &options).await?;
             println!("{}", migrate::describe(&survey, &options));
@@ -285,10 +206,10 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Render { files } => {
-            let documents = read_documents(&files).map_err(fail(
+            let documents = read_documents(&files).map_err(Failure::hint(
                 "pass existing YAML files with -f, or - for standard input",
             ))?;
-            let rendered = render(&documents).map_err(fail(
+            let rendered = render(&documents).map_err(Failure::hint(
                 "fix the manifest; `kubectl explain` and docs/api.md describe every field",
             ))?;
             for note in &rendered.notes {
@@ -296,7 +217,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             }
             print!(
                 "{}",
-                to_yaml(&rendered.objects).map_err(fail("this is a bug in kaosctl"))?
+                to_yaml(&rendered.objects).map_err(Failure::hint("this is a bug in kaosctl"))?
             );
             if rendered.problems.is_empty() {
                 Ok(ExitCode::SUCCESS)
@@ -367,14 +288,13 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
                     }
                     if exit_when_ready {
                         dev.stop().await;
-                        return Err(Failure {
-                            error: anyhow::anyhow!(
+                        return Err(Failure::new(
+                            anyhow::anyhow!(
                                 "{} resource(s) not Ready after {timeout}s",
                                 waiting.len()
                             ),
-                            hint: "see the messages above; raise --timeout if the machine is slow"
-                                .into(),
-                        });
+                            "see the messages above; raise --timeout if the machine is slow",
+                        ));
                     }
                 }
             }

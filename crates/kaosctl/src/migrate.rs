@@ -14,25 +14,25 @@
 //! first: `migrate` refuses while a KAOS operator Deployment has replicas, and
 //! `--scale-down-kaos` scales it to 0 (and waits for its pods to go) before adopting.
 //!
-//! `migrate --check` is read-only: it reports whether the CRDs belong to the release, the
-//! release is deployed, no KAOS operator runs, and every Agent, ModelAPI, MCPServer,
-//! MemoryStore, AccessGrant and ThirdPartyService has been reconciled by kaos-rs: its status was
-//! written by the kaos-rs controller of its kind (the field manager `kaos-<name>-controller` in
-//! `managedFields`) for its current generation (`status.observedGeneration` =
-//! `metadata.generation`; for AccessGrants and ThirdPartyServices, whose status has no
-//! observedGeneration, that of the condition their controller always writes).
+//! `migrate --check` is read-only: it reports whether the migration is complete ([`check`]).
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams};
-use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
+
+use crate::failure::Failure;
+use crate::kubeconfig;
+
+mod check;
+mod survey;
+pub use check::{Finding, check, not_reconciled};
+use survey::kind_api;
+pub use survey::{Crd, Operator, Owner, Survey, survey};
 
 /// The label and annotations Helm requires on an object it adopts (helm.sh/helm/v4
 /// pkg/action/validate.go).
@@ -101,190 +101,50 @@ pub const KINDS: &[(&str, &str, &str, Observed)] = &[
     ),
 ];
 
-/// An error and what to do about it.
-#[derive(Debug)]
-pub struct Failure {
-    pub error: anyhow::Error,
-    pub hint: String,
-}
-
-impl Failure {
-    fn new(error: impl Into<anyhow::Error>, hint: impl Into<String>) -> Self {
-        Self {
-            error: error.into(),
-            hint: hint.into(),
-        }
-    }
-}
-
-/// The release to adopt the CRDs into, and how.
-#[derive(Clone, Debug)]
+/// What `kaosctl migrate` is asked: the release to adopt the CRDs into, and how.
+#[derive(Clone, Debug, clap::Args)]
 pub struct Options {
+    /// The cluster of this kubeconfig (its current context); default: $KUBECONFIG or
+    /// ~/.kube/config.
+    #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
+    /// The Helm release that will own the CRDs (`helm install RELEASE charts/kaos`).
+    #[arg(long, default_value = "kaos")]
     pub release: String,
+    /// The namespace of that release (`helm install -n NAMESPACE`).
+    #[arg(long, short = 'n', default_value = "kaos-system")]
     pub namespace: String,
+    /// Print what would change and let the API server validate it (dryRun=All); change nothing.
+    #[arg(long, conflicts_with = "check")]
     pub dry_run: bool,
+    /// Scale the KAOS operator's Deployment(s) to 0 and wait for their pods to go, instead of
+    /// refusing while KAOS runs.
+    #[arg(long, conflicts_with = "check")]
     pub scale_down_kaos: bool,
+    /// Adopt CRDs even when they belong to another Helm release.
+    #[arg(long, conflicts_with = "check")]
     pub force: bool,
-    /// How long `--scale-down-kaos` waits for the KAOS operator's pods to go.
+    /// Read-only: exit non-zero unless the CRDs belong to the release, it is deployed, no
+    /// KAOS operator runs and kaos-rs has reconciled every Agent, ModelAPI, MCPServer,
+    /// MemoryStore, AccessGrant and ThirdPartyService.
+    #[arg(long)]
+    pub check: bool,
+    /// Seconds --scale-down-kaos waits for the KAOS operator's pods to go.
+    #[arg(long, value_name = "TIMEOUT", default_value = "120", value_parser = seconds)]
     pub timeout: Duration,
 }
 
-/// Who owns an object, as Helm sees it.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Owner {
-    /// Not in the cluster.
-    Missing,
-    /// None of Helm's ownership keys: how KAOS installs its CRDs.
-    Unowned,
-    /// A Helm release (the label and both annotations).
-    Release { name: String, namespace: String },
-    /// Some of the keys, or other values: described.
-    Other(String),
-}
-
-impl Owner {
-    fn of(meta: &ObjectMeta) -> Self {
-        let label = meta.labels.as_ref().and_then(|l| l.get(MANAGED_BY));
-        let annotations = meta.annotations.as_ref();
-        let name = annotations.and_then(|a| a.get(RELEASE_NAME));
-        let namespace = annotations.and_then(|a| a.get(RELEASE_NAMESPACE));
-        match (label, name, namespace) {
-            (None, None, None) => Owner::Unowned,
-            (Some(helm), Some(name), Some(namespace)) if helm == MANAGED_BY_HELM => {
-                Owner::Release {
-                    name: name.clone(),
-                    namespace: namespace.clone(),
-                }
-            }
-            _ => {
-                let mut parts = Vec::new();
-                if let Some(label) = label {
-                    parts.push(format!("{MANAGED_BY}={label}"));
-                }
-                if let Some(name) = name {
-                    parts.push(format!("{RELEASE_NAME}={name}"));
-                }
-                if let Some(namespace) = namespace {
-                    parts.push(format!("{RELEASE_NAMESPACE}={namespace}"));
-                }
-                Owner::Other(parts.join(", "))
-            }
-        }
-    }
-
-    fn is(&self, release: &str, namespace: &str) -> bool {
-        matches!(self, Owner::Release { name, namespace: ns } if name == release && ns == namespace)
-    }
-
-    /// Names another Helm release (which would refuse to let ours adopt it).
-    fn other_release(&self, release: &str, namespace: &str) -> bool {
-        match self {
-            Owner::Release { .. } => !self.is(release, namespace),
-            Owner::Other(keys) => keys.contains("meta.helm.sh/"),
-            _ => false,
-        }
-    }
-
-    fn describe(&self) -> String {
-        match self {
-            Owner::Missing => "missing".into(),
-            Owner::Unowned => "no Helm ownership metadata (as KAOS installs it)".into(),
-            Owner::Release { name, namespace } => {
-                format!("Helm release {name} in namespace {namespace}")
-            }
-            Owner::Other(keys) => format!("partial Helm metadata: {keys}"),
-        }
-    }
-}
-
-/// A CRD of kaos-rs and who owns it.
-#[derive(Clone, Debug)]
-pub struct Crd {
-    pub name: String,
-    pub owner: Owner,
-}
-
-/// A Deployment of the KAOS Go operator.
-#[derive(Clone, Debug)]
-pub struct Operator {
-    pub namespace: String,
-    pub name: String,
-    /// spec.replicas
-    pub replicas: i32,
-    /// status.replicas: pods still there
-    pub pods: i32,
-    pub owner: Owner,
-}
-
-impl Operator {
-    pub fn running(&self) -> bool {
-        self.replicas > 0 || self.pods > 0
-    }
-
-    /// How to remove it: its Helm release, or the Deployment itself.
-    fn removal(&self) -> String {
-        match &self.owner {
-            Owner::Release { name, namespace } => format!("helm uninstall {name} -n {namespace}"),
-            _ => format!(
-                "kubectl delete deployment {} -n {}   # and its ServiceAccount, ClusterRole(s) and ClusterRoleBinding(s): kubectl get clusterrole,clusterrolebinding | grep kaos-operator",
-                self.name, self.namespace
-            ),
-        }
-    }
-}
-
-/// What the cluster holds for the migration.
-#[derive(Clone, Debug)]
-pub struct Survey {
-    pub server: String,
-    pub crds: Vec<Crd>,
-    /// Other kaos.tools CRDs (of KAOS kinds kaos-rs does not serve): not in the chart, left alone.
-    pub foreign_crds: Vec<String>,
-    pub operators: Vec<Operator>,
-    /// (kind, count) of the kinds whose CRD is there.
-    pub counts: Vec<(&'static str, usize)>,
-    /// The registry ConfigMap in the release namespace, which the chart creates.
-    pub registry: Owner,
-}
-
-impl Survey {
-    fn blocking_registry(&self, options: &Options) -> bool {
-        !matches!(self.registry, Owner::Missing)
-            && !self.registry.is(&options.release, &options.namespace)
-    }
+fn seconds(text: &str) -> Result<Duration, std::num::ParseIntError> {
+    text.parse().map(Duration::from_secs)
 }
 
 /// A client for the kubeconfig (or the default one: $KUBECONFIG, ~/.kube/config, in-cluster)
 /// and the server's URL.
 pub async fn connect(kubeconfig: Option<&Path>) -> Result<(kube::Client, String), Failure> {
-    let config = match kubeconfig {
-        Some(path) => async {
-            let file = kube::config::Kubeconfig::read_from(path)?;
-            anyhow::Ok(kube::Config::from_custom_kubeconfig(file, &Default::default()).await?)
-        }
-        .await
-        .map_err(|e| {
-            Failure::new(
-                e.context(format!("cannot use kubeconfig {}", path.display())),
-                "pass a kubeconfig kubectl can use (its current context names the cluster)",
-            )
-        })?,
-        None => kube::Config::infer().await.map_err(|e| {
-            Failure::new(
-                anyhow::Error::new(e).context("no kubeconfig found"),
-                "pass --kubeconfig PATH, or set KUBECONFIG",
-            )
-        })?,
-    };
-    let server = config
-        .cluster_url
-        .to_string()
-        .trim_end_matches('/')
-        .to_string();
-    let client = kube::Client::try_from(config)
-        .map_err(|e| Failure::new(e, "check the kubeconfig's cluster and credentials"))?;
-    Ok((client, server))
+    let config =
+        kubeconfig::read_or_infer(kubeconfig, "pass --kubeconfig PATH, or set KUBECONFIG").await?;
+    kubeconfig::client(config)
+        .map_err(|e| Failure::new(e, "check the kubeconfig's cluster and credentials"))
 }
 
 /// Turns an API error into a failure naming what was being done and what to do about it.
@@ -307,124 +167,6 @@ fn api_failure(error: kube::Error, doing: &str, server: &str) -> Failure {
         anyhow::Error::new(error).context(format!("cannot {doing} on {server}")),
         hint,
     )
-}
-
-fn is_kaos_operator(meta: &ObjectMeta) -> bool {
-    let name = meta.name.as_deref().unwrap_or("");
-    let label = |key: &str| {
-        meta.labels
-            .as_ref()
-            .and_then(|l| l.get(key))
-            .map(String::as_str)
-    };
-    name == "kaos-operator"
-        || name.starts_with("kaos-operator-")
-        || label("app.kubernetes.io/name") == Some("kaos-operator")
-        || label("helm.sh/chart").is_some_and(|c| c.starts_with("kaos-operator-"))
-}
-
-fn kind_api(client: &kube::Client, kind: &str) -> Api<DynamicObject> {
-    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(GROUP, "v1alpha1", kind));
-    Api::all_with(client.clone(), &resource)
-}
-
-/// Reads what the migration needs: the CRDs, the KAOS operators, the resources, the registry.
-pub async fn survey(
-    client: &kube::Client,
-    server: &str,
-    options: &Options,
-) -> Result<Survey, Failure> {
-    let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let all = crd_api
-        .list_metadata(&ListParams::default())
-        .await
-        .map_err(|e| api_failure(e, "list the CustomResourceDefinitions", server))?;
-    let ours: Vec<String> = kaos_api::crd::all()
-        .into_iter()
-        .filter_map(|(_, crd)| crd.metadata.name)
-        .collect();
-    let mut crds = Vec::new();
-    for name in &ours {
-        let owner = all
-            .items
-            .iter()
-            .find(|c| c.metadata.name.as_deref() == Some(name))
-            .map_or(Owner::Missing, |c| Owner::of(&c.metadata));
-        crds.push(Crd {
-            name: name.clone(),
-            owner,
-        });
-    }
-    let mut foreign_crds: Vec<String> = all
-        .items
-        .iter()
-        .filter_map(|c| c.metadata.name.clone())
-        .filter(|n| n.ends_with(&format!(".{GROUP}")) && !ours.contains(n))
-        .collect();
-    foreign_crds.sort();
-
-    let deployments: Api<Deployment> = Api::all(client.clone());
-    let mut operators = Vec::new();
-    for deployment in deployments
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| api_failure(e, "list the Deployments of all namespaces", server))?
-        .items
-    {
-        if !is_kaos_operator(&deployment.metadata) {
-            continue;
-        }
-        operators.push(Operator {
-            namespace: deployment.metadata.namespace.clone().unwrap_or_default(),
-            name: deployment.metadata.name.clone().unwrap_or_default(),
-            replicas: deployment
-                .spec
-                .as_ref()
-                .and_then(|s| s.replicas)
-                .unwrap_or(1),
-            pods: deployment
-                .status
-                .as_ref()
-                .and_then(|s| s.replicas)
-                .unwrap_or(0),
-            owner: Owner::of(&deployment.metadata),
-        });
-    }
-
-    let mut counts = Vec::new();
-    for (kind, plural, _, _) in KINDS {
-        let crd = format!("{plural}.{GROUP}");
-        if crds
-            .iter()
-            .any(|c| c.name == crd && c.owner != Owner::Missing)
-        {
-            let listed = kind_api(client, kind)
-                .list_metadata(&ListParams::default())
-                .await
-                .map_err(|e| api_failure(e, &format!("list the {kind}s"), server))?;
-            counts.push((*kind, listed.items.len()));
-        }
-    }
-
-    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &options.namespace);
-    let registry = match config_maps.get_metadata_opt(REGISTRY).await {
-        Ok(found) => found.map_or(Owner::Missing, |c| Owner::of(&c.metadata)),
-        Err(e) => {
-            return Err(api_failure(
-                e,
-                &format!("read ConfigMap {}/{REGISTRY}", options.namespace),
-                server,
-            ));
-        }
-    };
-    Ok(Survey {
-        server: server.to_string(),
-        crds,
-        foreign_crds,
-        operators,
-        counts,
-        registry,
-    })
 }
 
 fn plural(n: usize, word: &str) -> String {
@@ -731,154 +473,4 @@ pub fn next_steps(survey: &Survey, options: &Options) -> String {
         let _ = writeln!(out, "  {}. {step}", i + 1);
     }
     out
-}
-
-/// One finding of `--check`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Finding {
-    pub ok: bool,
-    pub what: String,
-}
-
-/// `--check`: read-only; every finding, and whether all passed.
-pub async fn check(
-    client: &kube::Client,
-    server: &str,
-    options: &Options,
-) -> Result<Vec<Finding>, Failure> {
-    let survey = survey(client, server, options).await?;
-    let (release, namespace) = (&options.release, &options.namespace);
-    let mut findings = Vec::new();
-    for crd in &survey.crds {
-        findings.push(Finding {
-            ok: crd.owner.is(release, namespace),
-            what: format!("CRD {}: {}", crd.name, crd.owner.describe()),
-        });
-    }
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let releases = secrets
-        .list_metadata(&ListParams::default().labels(&format!("owner=helm,name={release}")))
-        .await
-        .map_err(|e| {
-            api_failure(
-                e,
-                &format!("list the Helm release Secrets in {namespace}"),
-                server,
-            )
-        })?;
-    let deployed = releases.items.iter().find_map(|s| {
-        let labels = s.metadata.labels.as_ref()?;
-        (labels.get("status").map(String::as_str) == Some("deployed"))
-            .then(|| labels.get("version").cloned().unwrap_or_default())
-    });
-    findings.push(Finding {
-        ok: deployed.is_some(),
-        what: match deployed {
-            Some(version) => {
-                format!("Helm release {release} in {namespace}: deployed (revision {version})")
-            }
-            None => format!("Helm release {release} in {namespace}: not deployed"),
-        },
-    });
-    for op in &survey.operators {
-        findings.push(Finding {
-            ok: !op.running(),
-            what: if op.running() {
-                format!(
-                    "KAOS operator {}/{}: running, it fights kaos-rs (scale it to 0 or remove it)",
-                    op.namespace, op.name
-                )
-            } else {
-                format!(
-                    "KAOS operator {}/{}: scaled to 0 (remove it: {})",
-                    op.namespace,
-                    op.name,
-                    op.removal()
-                )
-            },
-        });
-    }
-    for (kind, _, manager, observed) in KINDS {
-        let crd_served = survey.counts.iter().any(|(k, _)| k == kind);
-        if !crd_served {
-            continue;
-        }
-        let objects = kind_api(client, kind)
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| api_failure(e, &format!("list the {kind}s"), server))?
-            .items;
-        let mut behind = BTreeMap::new();
-        for object in &objects {
-            if let Some(reason) = not_reconciled(object, manager, *observed) {
-                let name = format!(
-                    "{}/{}",
-                    object.metadata.namespace.as_deref().unwrap_or(""),
-                    object.metadata.name.as_deref().unwrap_or("")
-                );
-                behind.insert(name, reason);
-            }
-        }
-        let total = objects.len();
-        if behind.is_empty() {
-            findings.push(Finding {
-                ok: true,
-                what: format!(
-                    "{}: all reconciled by kaos-rs ({manager})",
-                    plural(total, kind)
-                ),
-            });
-        } else {
-            let mut what = format!(
-                "{}: {} not reconciled by kaos-rs ({manager}) yet:",
-                plural(total, kind),
-                behind.len()
-            );
-            for (name, reason) in behind.iter().take(SHOWN) {
-                let _ = write!(what, "\n      {name}: {reason}");
-            }
-            if behind.len() > SHOWN {
-                let _ = write!(what, "\n      ... and {} more", behind.len() - SHOWN);
-            }
-            findings.push(Finding { ok: false, what });
-        }
-    }
-    Ok(findings)
-}
-
-/// Why `object` does not show a kaos-rs reconcile of its current generation (None: it does).
-pub fn not_reconciled(object: &DynamicObject, manager: &str, observed: Observed) -> Option<String> {
-    let ours = object
-        .metadata
-        .managed_fields
-        .as_ref()
-        .is_some_and(|fields| fields.iter().any(|f| f.manager.as_deref() == Some(manager)));
-    if !ours {
-        return Some(format!("its status was never written by {manager}"));
-    }
-    let generation = object.metadata.generation;
-    let (field, observed) = match observed {
-        Observed::Status => (
-            "status.observedGeneration".to_string(),
-            object.data.pointer("/status/observedGeneration"),
-        ),
-        Observed::Condition(type_) => (
-            format!("the observedGeneration of condition {type_}"),
-            object
-                .data
-                .pointer("/status/conditions")
-                .and_then(Value::as_array)
-                .and_then(|c| c.iter().find(|c| c["type"] == type_))
-                .and_then(|c| c.get("observedGeneration")),
-        ),
-    };
-    let observed = observed.and_then(Value::as_i64);
-    if observed != generation {
-        return Some(format!(
-            "{field} {} behind metadata.generation {}",
-            observed.map_or("unset".into(), |o| o.to_string()),
-            generation.map_or("unset".into(), |g| g.to_string())
-        ));
-    }
-    None
 }

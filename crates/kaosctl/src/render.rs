@@ -30,6 +30,22 @@ pub struct Rendered {
     pub notes: Vec<String>,
 }
 
+impl Rendered {
+    /// Notes that `kind` `name` would not come up: the controller's `message`.
+    fn problem(&mut self, kind: &str, name: &str, message: &str) {
+        self.problems.push(format!("{kind} {name}: {message}"));
+    }
+}
+
+/// The status a resource that rendered publishes once Ready, for those that depend on it.
+fn ready_at(endpoint: String) -> kaos_api::common::WorkloadStatus {
+    kaos_api::common::WorkloadStatus {
+        ready: true,
+        endpoint: Some(endpoint),
+        ..Default::default()
+    }
+}
+
 fn schema_for(kind: &str) -> Option<CrdSchema> {
     let (_, crd) = kaos_api::crd::all()
         .into_iter()
@@ -257,15 +273,9 @@ pub fn render(documents: &[Value]) -> anyhow::Result<Rendered> {
                     .scaled(desired.scaled)
                     .fenced(desired.network_policy),
                 );
-                m.status = Some(kaos_api::modelapi::ModelAPIStatus {
-                    ready: true,
-                    endpoint: Some(desired.endpoint),
-                    ..Default::default()
-                });
+                m.status = Some(ready_at(desired.endpoint));
             }
-            Err(e) => rendered
-                .problems
-                .push(format!("ModelAPI {}: {}", m.name_any(), e.message)),
+            Err(e) => rendered.problem("ModelAPI", &m.name_any(), &e.message),
         }
     }
     for s in &mut servers {
@@ -278,9 +288,7 @@ pub fn render(documents: &[Value]) -> anyhow::Result<Rendered> {
                     ..Default::default()
                 });
             }
-            Err(e) => rendered
-                .problems
-                .push(format!("MCPServer {}: {}", s.name_any(), e.message)),
+            Err(e) => rendered.problem("MCPServer", &s.name_any(), &e.message),
         }
     }
     // A store's model base URL is its summarization ModelAPI's endpoint, as that publishes it
@@ -307,15 +315,9 @@ pub fn render(documents: &[Value]) -> anyhow::Result<Rendered> {
                         ..desired.workload
                     },
                 );
-                s.status = Some(kaos_api::memorystore::MemoryStoreStatus {
-                    ready: true,
-                    endpoint: Some(desired.endpoint),
-                    ..Default::default()
-                });
+                s.status = Some(ready_at(desired.endpoint));
             }
-            Err(message) => rendered
-                .problems
-                .push(format!("MemoryStore {}: {message}", s.name_any())),
+            Err(message) => rendered.problem("MemoryStore", &s.name_any(), &message),
         }
     }
     // An agent's endpoint does not depend on its dependencies: work them out first, for peers.
@@ -377,14 +379,8 @@ pub fn render(documents: &[Value]) -> anyhow::Result<Rendered> {
                 );
                 push_children(&mut rendered.objects, desired.children.fenced(policy))
             }
-            Ok(Err(e)) => rendered
-                .problems
-                .push(format!("Agent {}: {}", a.name_any(), e.message)),
-            Err(blocked) => {
-                rendered
-                    .problems
-                    .push(format!("Agent {}: {}", a.name_any(), blocked.message))
-            }
+            Ok(Err(e)) => rendered.problem("Agent", &a.name_any(), &e.message),
+            Err(blocked) => rendered.problem("Agent", &a.name_any(), &blocked.message),
         }
     }
     rendered

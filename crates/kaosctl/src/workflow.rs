@@ -12,6 +12,8 @@ use kube::api::{Api, ListParams, PostParams};
 use kube::{Resource, ResourceExt};
 
 use crate::defaults::SANDBOX_KUBECONFIG;
+use crate::failure::Failure;
+use crate::kubeconfig;
 
 /// The field manager of the runs `kaosctl workflow run` creates.
 const FIELD_MANAGER: &str = "kaosctl";
@@ -19,20 +21,6 @@ const FIELD_MANAGER: &str = "kaosctl";
 /// Kubernetes cuts a `generateName` to this many characters before adding its 5 random ones
 /// (so a name fits a label); done here too, so every API server names a run the same way.
 const MAX_GENERATE_NAME: usize = 58;
-
-/// An error and what to do about it.
-#[derive(Debug)]
-pub struct Failure {
-    pub error: anyhow::Error,
-    pub hint: String,
-}
-
-fn failure(error: impl Into<anyhow::Error>, hint: impl Into<String>) -> Failure {
-    Failure {
-        error: error.into(),
-        hint: hint.into(),
-    }
-}
 
 /// A cluster to talk to, and how to name it in messages.
 pub struct Target {
@@ -61,32 +49,13 @@ pub async fn connect(kubeconfig: Option<&Path>) -> Result<Target, Failure> {
     let path = kubeconfig
         .map(Path::to_path_buf)
         .or_else(|| sandbox.exists().then(|| sandbox.to_path_buf()));
-    let config = match &path {
-        Some(path) => async {
-            let file = kube::config::Kubeconfig::read_from(path)?;
-            anyhow::Ok(kube::Config::from_custom_kubeconfig(file, &Default::default()).await?)
-        }
-        .await
-        .map_err(|e| {
-            failure(
-                e.context(format!("cannot use kubeconfig {}", path.display())),
-                "pass a kubeconfig kubectl can use (its current context names the cluster)",
-            )
-        })?,
-        None => kube::Config::infer().await.map_err(|e| {
-            failure(
-                anyhow::Error::new(e).context("no kubeconfig found"),
-                "start the sandbox (`kaosctl dev`) in this directory, or pass --kubeconfig PATH",
-            )
-        })?,
-    };
-    let server = config
-        .cluster_url
-        .to_string()
-        .trim_end_matches('/')
-        .to_string();
-    let client = kube::Client::try_from(config)
-        .map_err(|e| failure(e, "check the kubeconfig's cluster and credentials"))?;
+    let config = kubeconfig::read_or_infer(
+        path.as_deref(),
+        "start the sandbox (`kaosctl dev`) in this directory, or pass --kubeconfig PATH",
+    )
+    .await?;
+    let (client, server) = kubeconfig::client(config)
+        .map_err(|e| Failure::new(e, "check the kubeconfig's cluster and credentials"))?;
     Ok(Target {
         client,
         server,
@@ -117,7 +86,7 @@ fn api_failure(error: kube::Error, doing: String, target: &Target, namespace: &s
                     .to_string())
         ),
     };
-    failure(
+    Failure::new(
         anyhow::Error::new(error).context(format!("cannot {doing} on {}", target.server)),
         hint,
     )
@@ -148,7 +117,7 @@ async fn workflow(target: &Target, namespace: &str, name: &str) -> Result<AgentW
     let names: Vec<String> = match listed {
         Ok(list) => list.items.iter().map(ResourceExt::name_any).collect(),
         Err(kube::Error::Api(status)) if status.code == 404 => {
-            return Err(failure(
+            return Err(Failure::new(
                 anyhow::anyhow!("{} does not serve AgentWorkflows", target.server),
                 "install kaos-rs's CRDs: `kaosctl dev --kubeconfig PATH --install-crds`, or the Helm chart (docs/install.md)",
             ));
@@ -163,7 +132,7 @@ async fn workflow(target: &Target, namespace: &str, name: &str) -> Result<AgentW
             names.join(", ")
         )
     };
-    Err(failure(
+    Err(Failure::new(
         anyhow::anyhow!("AgentWorkflow {name} not found in namespace {namespace}"),
         hint,
     ))

@@ -187,10 +187,7 @@ impl Decision {
             .collect();
 
         for transition in &self.transitions {
-            let Some(step) = position
-                .get(&transition.step)
-                .and_then(|&index| steps.get_mut(index))
-            else {
+            let Some(step) = named(steps, &position, &transition.step) else {
                 continue;
             };
             match &transition.change {
@@ -210,10 +207,7 @@ impl Decision {
             }
         }
         for dispatch in &self.dispatch {
-            let Some(step) = position
-                .get(&dispatch.step)
-                .and_then(|&index| steps.get_mut(index))
-            else {
+            let Some(step) = named(steps, &position, &dispatch.step) else {
                 continue;
             };
             step.phase = StepPhase::Dispatching;
@@ -229,6 +223,15 @@ impl Decision {
             step.output_truncated = false;
         }
     }
+}
+
+/// The status of the step `name`, found by its `position` in `steps`.
+fn named<'a>(
+    steps: &'a mut [StepStatus],
+    position: &HashMap<String, usize>,
+    name: &str,
+) -> Option<&'a mut StepStatus> {
+    position.get(name).and_then(|&index| steps.get_mut(index))
 }
 
 fn finish(step: &mut StepStatus, phase: StepPhase, now: Timestamp) {

@@ -175,23 +175,31 @@ mod tests {
         Schedule::parse(expression, zone)?.next_after(at(after))
     }
 
+    /// Asserts when `expression` read in `zone` fires next after each instant: (after, next).
+    fn assert_fires(
+        expression: &str,
+        zone: Option<&str>,
+        cases: &[(&str, &str)],
+    ) -> Result<(), ScheduleError> {
+        for &(after, expected) in cases {
+            let fires = next(expression, zone, after)?;
+            assert_eq!(fires, at(expected), "{expression} after {after}");
+        }
+        Ok(())
+    }
+
     #[test]
     fn every_five_minutes() -> Result<(), ScheduleError> {
-        let schedule = Schedule::parse("*/5 * * * *", None)?;
-        assert_eq!(
-            schedule.next_after(at("2025-06-01T10:02:30Z"))?,
-            at("2025-06-01T10:05:00Z")
-        );
-        // Strictly after: a fire time is not its own next.
-        assert_eq!(
-            schedule.next_after(at("2025-06-01T10:05:00Z"))?,
-            at("2025-06-01T10:10:00Z")
-        );
-        assert_eq!(
-            schedule.next_after(at("2025-06-01T23:58:00Z"))?,
-            at("2025-06-02T00:00:00Z")
-        );
-        Ok(())
+        assert_fires(
+            "*/5 * * * *",
+            None,
+            &[
+                ("2025-06-01T10:02:30Z", "2025-06-01T10:05:00Z"),
+                // Strictly after: a fire time is not its own next.
+                ("2025-06-01T10:05:00Z", "2025-06-01T10:10:00Z"),
+                ("2025-06-01T23:58:00Z", "2025-06-02T00:00:00Z"),
+            ],
+        )
     }
 
     #[test]
@@ -210,36 +218,25 @@ mod tests {
     #[test]
     fn weekdays_and_names() -> Result<(), ScheduleError> {
         // Friday 2025-06-13 18:00 → Monday 09:00.
-        assert_eq!(
-            next("0 9 * * 1-5", None, "2025-06-13T18:00:00Z")?,
-            at("2025-06-16T09:00:00Z")
-        );
-        assert_eq!(
-            next("0 9 * * MON", None, "2025-06-13T18:00:00Z")?,
-            at("2025-06-16T09:00:00Z")
-        );
-        Ok(())
+        let friday_evening = [("2025-06-13T18:00:00Z", "2025-06-16T09:00:00Z")];
+        assert_fires("0 9 * * 1-5", None, &friday_evening)?;
+        assert_fires("0 9 * * MON", None, &friday_evening)
     }
 
     #[test]
     fn a_time_zone_with_daylight_saving_keeps_the_local_hour() -> Result<(), ScheduleError> {
-        let berlin = Some("Europe/Berlin");
         // 09:00 in Berlin is 08:00 UTC in winter (CET) and 07:00 UTC in summer (CEST); the
         // clocks went forward on 2025-03-30.
-        assert_eq!(
-            next("0 9 * * *", berlin, "2025-03-29T12:00:00Z")?,
-            at("2025-03-30T07:00:00Z")
-        );
-        assert_eq!(
-            next("0 9 * * *", berlin, "2025-03-28T12:00:00Z")?,
-            at("2025-03-29T08:00:00Z")
-        );
-        // And back on 2025-10-26.
-        assert_eq!(
-            next("0 9 * * *", berlin, "2025-10-25T12:00:00Z")?,
-            at("2025-10-26T08:00:00Z")
-        );
-        Ok(())
+        assert_fires(
+            "0 9 * * *",
+            Some("Europe/Berlin"),
+            &[
+                ("2025-03-29T12:00:00Z", "2025-03-30T07:00:00Z"),
+                ("2025-03-28T12:00:00Z", "2025-03-29T08:00:00Z"),
+                // And back on 2025-10-26.
+                ("2025-10-25T12:00:00Z", "2025-10-26T08:00:00Z"),
+            ],
+        )
     }
 
     #[test]
@@ -247,10 +244,11 @@ mod tests {
         // 02:30 does not exist in Berlin on 2025-03-30 (02:00 → 03:00): the run is not lost,
         // it fires when the clocks have gone forward, at 03:00 CEST.
         let berlin = Some("Europe/Berlin");
-        assert_eq!(
-            next("30 2 * * *", berlin, "2025-03-29T12:00:00Z")?,
-            at("2025-03-30T01:00:00Z")
-        );
+        assert_fires(
+            "30 2 * * *",
+            berlin,
+            &[("2025-03-29T12:00:00Z", "2025-03-30T01:00:00Z")],
+        )?;
         // 02:30 happens twice on 2025-10-26: it fires once, at the first.
         let schedule = Schedule::parse("30 2 * * *", berlin)?;
         let first = schedule.next_after(at("2025-10-25T12:00:00Z"))?;

@@ -134,6 +134,13 @@ mod tests {
         serde_json::from_value(value).expect("a workflow spec")
     }
 
+    /// The message of the problem `validity` reports, which must have `reason`.
+    fn problem_message(validity: Validity, reason: &str) -> String {
+        let problem = validity.problem.expect("a problem");
+        assert_eq!(problem.reason, reason);
+        problem.message
+    }
+
     #[test]
     fn a_cycle_is_named_with_its_path() {
         let validity = validate(
@@ -158,20 +165,12 @@ mod tests {
             "ns",
             |_| true,
         );
-        let problem = bad.problem.expect("a problem");
-        assert_eq!(problem.reason, INVALID_SCHEDULE);
+        let message = problem_message(bad, INVALID_SCHEDULE);
         assert!(
-            problem
-                .message
-                .starts_with("invalid schedule \"61 * * * *\""),
-            "{}",
-            problem.message
+            message.starts_with("invalid schedule \"61 * * * *\""),
+            "{message}"
         );
-        assert!(
-            problem
-                .message
-                .ends_with("fix spec.schedule or spec.timeZone")
-        );
+        assert!(message.ends_with("fix spec.schedule or spec.timeZone"));
 
         let missing = validate(
             &spec(
@@ -181,14 +180,10 @@ mod tests {
             "team",
             |agent| agent == "z",
         );
-        let problem = missing.problem.expect("a problem");
-        assert_eq!(problem.reason, AGENT_NOT_FOUND);
+        let message = problem_message(missing, AGENT_NOT_FOUND);
         assert!(
-            problem
-                .message
-                .starts_with("Agents x, y not found in namespace team: create them"),
-            "{}",
-            problem.message
+            message.starts_with("Agents x, y not found in namespace team: create them"),
+            "{message}"
         );
     }
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::WatchEvent;
+use crate::error::{ApiError, ApiResult};
 use crate::gc_index::GcIndex;
 use crate::meta;
 use crate::resources::{self, ResourceType};
@@ -56,6 +57,18 @@ impl State {
         self.objects
             .get(&rt.storage_key())?
             .get(&(ns.to_string(), name.to_string()))
+    }
+
+    /// A copy of the stored object, or NotFound.
+    pub(super) fn existing(
+        &self,
+        rt: &ResourceType,
+        namespace: &str,
+        name: &str,
+    ) -> ApiResult<Value> {
+        self.stored(rt, namespace, name)
+            .map(|s| s.object.clone())
+            .ok_or_else(|| ApiError::not_found(&rt.plural, &rt.group, name))
     }
 
     pub(super) fn namespace_exists(&self, namespace: &str) -> bool {

@@ -2,10 +2,12 @@
 //! reads: enough for it to find every kind and to send `fieldValidation` on apply.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
 use crate::cluster::Cluster;
+use crate::resources::ResourceType;
 
 /// The Kubernetes version the server reports.
 pub const KUBERNETES_VERSION: &str = "v1.33.0";
@@ -76,15 +78,18 @@ pub fn group(cluster: &Cluster, name: &str) -> Option<Value> {
     Some(group)
 }
 
-pub fn resources(cluster: &Cluster, group: &str, version: &str) -> Option<Value> {
+/// The resource types served in `group`/`version`; none when it serves none (a 404).
+fn served_in(cluster: &Cluster, group: &str, version: &str) -> Option<Vec<Arc<ResourceType>>> {
     let types: Vec<_> = cluster
         .resource_types()
         .into_iter()
         .filter(|t| t.group == group && t.version == version)
         .collect();
-    if types.is_empty() {
-        return None;
-    }
+    (!types.is_empty()).then_some(types)
+}
+
+pub fn resources(cluster: &Cluster, group: &str, version: &str) -> Option<Value> {
+    let types = served_in(cluster, group, version)?;
     let mut resources = Vec::new();
     for rt in &types {
         let mut entry = json!({
@@ -176,14 +181,7 @@ pub fn openapi_root(cluster: &Cluster) -> Value {
 /// kube-apiserver accepts (`fieldValidation` among them) and the kind it acts on; component
 /// schemas are the CRD schemas for custom resources and open objects for built-ins.
 pub fn openapi_group(cluster: &Cluster, group: &str, version: &str) -> Option<Value> {
-    let types: Vec<_> = cluster
-        .resource_types()
-        .into_iter()
-        .filter(|t| t.group == group && t.version == version)
-        .collect();
-    if types.is_empty() {
-        return None;
-    }
+    let types = served_in(cluster, group, version)?;
     let prefix = format!("/{}", doc_path(group, version));
     let mut paths = serde_json::Map::new();
     let mut schemas = serde_json::Map::new();

@@ -203,29 +203,19 @@ async fn serve(
                 None => {}
             }
             if rt.review {
-                let reviewed = parse_body(headers, body)
-                    .and_then(|b| review::serve(cluster, &server.auth, method, &b, &rt));
-                return match reviewed {
-                    Ok((status, value)) => json_response(status, value),
-                    Err(e) => error_response(&e),
-                };
+                let reviewed = parse_body(headers, body).and_then(|b| {
+                    only_create(method, &rt.plural)?;
+                    review::create(cluster, &server.auth, &b, &rt)
+                });
+                return answer(reviewed);
             }
             if sub == Some("token") && rt.group.is_empty() && rt.plural == "serviceaccounts" {
                 let minted = parse_body(headers, body).and_then(|b| {
-                    token::serve(
-                        cluster,
-                        &server.auth,
-                        method,
-                        &b,
-                        &rt,
-                        namespace.unwrap_or(""),
-                        name.unwrap_or(""),
-                    )
+                    only_create(method, "serviceaccounts/token")?;
+                    let (namespace, name) = (namespace.unwrap_or(""), name.unwrap_or(""));
+                    token::create(cluster, &server.auth, &b, &rt, namespace, name)
                 });
-                return match minted {
-                    Ok((status, value)) => json_response(status, value),
-                    Err(e) => error_response(&e),
-                };
+                return answer(minted);
             }
             if verb == "watch" {
                 return watch::serve(server, &rt, namespace.unwrap_or(""), query, headers, spared);
@@ -260,6 +250,25 @@ fn list_options(query: &Query) -> ApiResult<ListOptions> {
         limit: query.get("limit").and_then(|l| l.parse().ok()),
         continue_token: query.get("continue").map(String::from),
     })
+}
+
+/// Reviews and token requests are answered, never stored: create (POST) is all they support.
+fn only_create(method: &Method, resource: &str) -> ApiResult<()> {
+    if method == Method::POST {
+        Ok(())
+    } else {
+        Err(ApiError::method_not_allowed(format!(
+            "{resource} only supports POST (create)"
+        )))
+    }
+}
+
+/// The answer of a request handled in one go: its status and body, or its error.
+fn answer(result: ApiResult<(StatusCode, Value)>) -> Response {
+    match result {
+        Ok((status, value)) => json_response(status, value),
+        Err(e) => error_response(&e),
+    }
 }
 
 fn parse_body(headers: &HeaderMap, body: &Bytes) -> ApiResult<Value> {

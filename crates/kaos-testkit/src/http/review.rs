@@ -4,30 +4,21 @@
 //! They are answered as kube-apiserver answers them, from the testkit's own tokens and RBAC, and
 //! nothing is stored.
 
-use http::{Method, StatusCode};
+use http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::auth::{Access, Auth, Identity};
+use crate::auth::{Access, Auth, DEFAULT_AUDIENCE, Identity};
 use crate::cluster::Cluster;
 use crate::error::{ApiError, ApiResult};
 use crate::resources::ResourceType;
 
-const DEFAULT_AUDIENCE: &str = "https://kubernetes.default.svc.cluster.local";
-
-/// POST of a review of type `rt`.
-pub fn serve(
+/// The create (POST) of a review of type `rt`.
+pub fn create(
     cluster: &Cluster,
     auth: &Auth,
-    method: &Method,
     body: &Value,
     rt: &ResourceType,
 ) -> ApiResult<(StatusCode, Value)> {
-    if method != Method::POST {
-        return Err(ApiError::method_not_allowed(format!(
-            "{} only supports POST (create)",
-            rt.plural
-        )));
-    }
     let spec = body.get("spec").cloned().unwrap_or_else(|| json!({}));
     let status = match rt.plural.as_str() {
         "tokenreviews" => token_review(cluster, auth, &spec)?,
@@ -85,16 +76,7 @@ fn service_account(identity: &Identity) -> Option<(&str, &str)> {
 fn access_review(cluster: &Cluster, auth: &Auth, spec: &Value) -> ApiResult<Value> {
     let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or("").to_string();
     let user = text(spec.get("user"));
-    let groups: Vec<String> = spec
-        .get("groups")
-        .and_then(Value::as_array)
-        .map(|g| {
-            g.iter()
-                .filter_map(Value::as_str)
-                .map(String::from)
-                .collect()
-        })
-        .unwrap_or_default();
+    let groups = crate::meta::strings(spec.get("groups"));
     let invalid = |message: &str| {
         ApiError::unprocessable(format!(
             "SubjectAccessReview.authorization.k8s.io \"\" is invalid: {message}"

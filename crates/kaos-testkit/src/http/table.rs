@@ -3,6 +3,7 @@
 
 use serde_json::{Value, json};
 
+use crate::meta;
 use crate::resources::ResourceType;
 
 struct Column {
@@ -83,14 +84,8 @@ fn cell(column: &Column, object: &Value) -> Value {
     let Some(path) = &column.path else {
         return match column.name.as_str() {
             "Ready" => {
-                let ready = object
-                    .pointer("/status/readyReplicas")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(0);
-                let want = object
-                    .pointer("/spec/replicas")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(0);
+                let ready = meta::int_at(object, "/status/readyReplicas").unwrap_or(0);
+                let want = meta::int_at(object, "/spec/replicas").unwrap_or(0);
                 json!(format!("{ready}/{want}"))
             }
             "Data" => json!(

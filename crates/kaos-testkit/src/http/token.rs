@@ -4,32 +4,24 @@
 //! `POST /kaos-testkit/tokens` does. Tokens do not expire; the answer still states when they
 //! would, from `spec.expirationSeconds` (default one hour, as kube-apiserver).
 
-use http::{Method, StatusCode};
+use http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::auth::{Auth, Identity};
+use crate::auth::{Auth, DEFAULT_AUDIENCE, Identity};
 use crate::cluster::Cluster;
 use crate::error::{ApiError, ApiResult};
 use crate::resources::ResourceType;
 
 const DEFAULT_EXPIRATION_SECONDS: i64 = 3600;
-const DEFAULT_AUDIENCE: &str = "https://kubernetes.default.svc.cluster.local";
-
-/// POST of a TokenRequest for the ServiceAccount `name` in `namespace`.
-pub fn serve(
+/// The create (POST) of a TokenRequest for the ServiceAccount `name` in `namespace`.
+pub fn create(
     cluster: &Cluster,
     auth: &Auth,
-    method: &Method,
     body: &Value,
     rt: &ResourceType,
     namespace: &str,
     name: &str,
 ) -> ApiResult<(StatusCode, Value)> {
-    if method != Method::POST {
-        return Err(ApiError::method_not_allowed(
-            "serviceaccounts/token only supports POST (create)",
-        ));
-    }
     // As kube-apiserver: a token only for a ServiceAccount that exists.
     cluster.get(rt, namespace, name)?;
     let spec = body.get("spec").cloned().unwrap_or_else(|| json!({}));

@@ -111,6 +111,13 @@ async fn serve(agent: FakeAgent) -> (String, Shared) {
     (format!("http://{address}"), shared)
 }
 
+/// Sends `text` under the idempotency key `key`, without budgets.
+async fn send(client: &A2aClient, endpoint: &str, text: &str, key: &str) -> Result<Task, A2aError> {
+    client
+        .send_message(endpoint, text, key, None, TIMEOUT)
+        .await
+}
+
 fn requests(agent: &Shared) -> Vec<(String, Value)> {
     agent.lock().expect("the fake agent").requests.clone()
 }
@@ -120,9 +127,7 @@ async fn sends_then_polls_until_completed() -> Result<(), A2aError> {
     let (endpoint, _agent) = serve(FakeAgent::default()).await;
     let client = A2aClient::new();
 
-    let sent = client
-        .send_message(&endpoint, "hello", "run-1/a/1", None, TIMEOUT)
-        .await?;
+    let sent = send(&client, &endpoint, "hello", "run-1/a/1").await?;
     assert_eq!(sent.state, TaskState::Working);
     assert_eq!(sent.output, "");
     assert_eq!(sent.idempotency_key.as_deref(), Some("run-1/a/1"));
@@ -146,9 +151,7 @@ async fn sends_then_polls_until_completed() -> Result<(), A2aError> {
 async fn sends_the_kaos_wire_format_and_budgets_only_when_set() -> Result<(), A2aError> {
     let (endpoint, agent) = serve(FakeAgent::default()).await;
     let client = A2aClient::new();
-    client
-        .send_message(&endpoint, "plain", "k1", None, TIMEOUT)
-        .await?;
+    send(&client, &endpoint, "plain", "k1").await?;
     let budgets = Budgets {
         max_iterations: Some(3),
         max_runtime_seconds: None,
@@ -191,9 +194,7 @@ async fn an_unknown_task_is_none_and_cancelling_it_is_no_error() -> Result<(), A
 async fn cancels_a_task() -> Result<(), A2aError> {
     let (endpoint, _agent) = serve(FakeAgent::default()).await;
     let client = A2aClient::new();
-    let task = client
-        .send_message(&endpoint, "long", "k", None, TIMEOUT)
-        .await?;
+    let task = send(&client, &endpoint, "long", "k").await?;
     client.cancel_task(&endpoint, &task.id, TIMEOUT).await?;
     let task = client.get_task(&endpoint, &task.id, TIMEOUT).await?;
     assert_eq!(task.map(|task| task.state), Some(TaskState::Canceled));
@@ -204,15 +205,9 @@ async fn cancels_a_task() -> Result<(), A2aError> {
 async fn finds_the_newest_task_with_an_idempotency_key() -> Result<(), A2aError> {
     let (endpoint, _agent) = serve(FakeAgent::default()).await;
     let client = A2aClient::new();
-    client
-        .send_message(&endpoint, "one", "run/a/1", None, TIMEOUT)
-        .await?;
-    let second = client
-        .send_message(&endpoint, "two", "run/b/1", None, TIMEOUT)
-        .await?;
-    let retry = client
-        .send_message(&endpoint, "two again", "run/b/1", None, TIMEOUT)
-        .await?;
+    send(&client, &endpoint, "one", "run/a/1").await?;
+    let second = send(&client, &endpoint, "two", "run/b/1").await?;
+    let retry = send(&client, &endpoint, "two again", "run/b/1").await?;
     assert_ne!(second.id, retry.id);
 
     let found = client

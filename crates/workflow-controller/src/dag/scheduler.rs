@@ -110,22 +110,12 @@ impl<'p> Scheduler<'_, 'p> {
             return self.fail(index, format!("dependency {failed} failed"));
         }
         if let Some(canceled) = with_phase(StepPhase::Canceled) {
-            return self.settle(
-                index,
-                Change::Cancel {
-                    reason: format!("dependency {canceled} was canceled"),
-                },
-                StepPhase::Canceled,
-            );
+            let reason = format!("dependency {canceled} was canceled");
+            return self.settle(index, Change::Cancel { reason }, StepPhase::Canceled);
         }
         if let Some(skipped) = with_phase(StepPhase::Skipped) {
-            return self.settle(
-                index,
-                Change::Skip {
-                    reason: format!("dependency {skipped} was skipped"),
-                },
-                StepPhase::Skipped,
-            );
+            let reason = format!("dependency {skipped} was skipped");
+            return self.settle(index, Change::Skip { reason }, StepPhase::Skipped);
         }
         if dependencies
             .iter()

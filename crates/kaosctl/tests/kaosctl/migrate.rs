@@ -6,14 +6,15 @@
 //! The CRDs are kaos-rs's own (`kaosctl crds`), which carry no Helm metadata: KAOS's are not
 //! vendored here. The real `helm install` over them runs in tests/control_plane/test_migrate.py.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use kaos_testkit::auth::Identity;
-use kaos_testkit::{ApiServer, ServeOptions, TestServer};
+use kaos_testkit::{ApiServer, TestServer};
 use kaosctl::dev::{self, Cluster, Options};
 use serde_json::{Value, json};
+
+use super::{Scratch, assert_has_lines, kaosctl, serve};
 
 const KAOS_RELEASE: &str =
     "app.kubernetes.io/managed-by: Helm, app.kubernetes.io/name: kaos-operator";
@@ -69,13 +70,36 @@ const ACCESS: &str = "apiVersion: v1\nkind: Secret\nmetadata: {name: github-oaut
 
 struct Kaos {
     server: TestServer,
-    dir: PathBuf,
+    scratch: Scratch,
     kubeconfig: PathBuf,
 }
 
-impl Drop for Kaos {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+impl Kaos {
+    fn get(&self, group: &str, version: &str, plural: &str, ns: &str, name: &str) -> Value {
+        let cluster = &self.server.api.cluster;
+        let rt = cluster.resource(group, version, plural).expect("served");
+        cluster.get(&rt, ns, name).expect("exists")
+    }
+
+    fn crd(&self, name: &str) -> Value {
+        self.get(
+            "apiextensions.k8s.io",
+            "v1",
+            "customresourcedefinitions",
+            "",
+            name,
+        )
+    }
+
+    /// The replicas the KAOS operator's Deployment asks for.
+    fn operator_replicas(&self) -> Value {
+        let operator = self.get("apps", "v1", "deployments", "kaos-system", "kaos-operator");
+        operator["spec"]["replicas"].clone()
+    }
+
+    /// The quickstart's worker Agent.
+    fn worker(&self) -> Value {
+        self.get("kaos.tools", "v1alpha1", "agents", "default", "worker")
     }
 }
 
@@ -101,67 +125,34 @@ async fn kaos_cluster(name: &str, crds: bool) -> Kaos {
         kaos_testkit::manifests::apply_yaml(&api.cluster, MEMORY_STORE).expect("memory store");
         kaos_testkit::manifests::apply_yaml(&api.cluster, ACCESS).expect("access");
     }
-    let serve = ServeOptions {
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        simulate_deployments: Some(Duration::from_millis(100)),
-        rbac: true,
-    };
-    let server = TestServer::start(api, &serve).await.expect("serves");
-    let dir = std::env::temp_dir().join(format!("kaosctl-migrate-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let kubeconfig = dir.join("kubeconfig");
+    let server = serve(api, true).await;
+    let scratch = Scratch::new(&format!("migrate-{name}"));
+    let kubeconfig = scratch.join("kubeconfig");
     server
         .write_kubeconfig(&kubeconfig, None)
         .expect("kubeconfig");
     Kaos {
         server,
-        dir,
+        scratch,
         kubeconfig,
     }
 }
 
-/// Runs kaosctl off the async runtime, so the in-process API server keeps serving meanwhile.
-async fn kaosctl(args: Vec<String>) -> Output {
-    tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_kaosctl"))
-            .args(args)
-            .env_remove("KUBECONFIG")
-            .output()
-            .expect("runs")
-    })
-    .await
-    .expect("joined")
+/// `kaosctl migrate` on `kaos`'s cluster: (success, stdout, stderr).
+async fn migrate(kaos: &Kaos, extra: &[&str]) -> (bool, String, String) {
+    migrate_with(&kaos.kubeconfig, extra).await
 }
 
-async fn migrate(kaos: &Kaos, extra: &[&str]) -> (bool, String, String) {
-    let mut args = vec![
-        "migrate".to_string(),
-        "--kubeconfig".into(),
-        kaos.kubeconfig.display().to_string(),
-    ];
-    args.extend(extra.iter().map(|s| s.to_string()));
+/// `kaosctl migrate --kubeconfig KUBECONFIG`: (success, stdout, stderr).
+async fn migrate_with(kubeconfig: &Path, extra: &[&str]) -> (bool, String, String) {
+    let kubeconfig = kubeconfig.display().to_string();
+    let mut args = vec!["migrate", "--kubeconfig", &kubeconfig];
+    args.extend(extra);
     let out = kaosctl(args).await;
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn get(kaos: &Kaos, group: &str, version: &str, plural: &str, ns: &str, name: &str) -> Value {
-    let cluster = &kaos.server.api.cluster;
-    let rt = cluster.resource(group, version, plural).expect("served");
-    cluster.get(&rt, ns, name).expect("exists")
-}
-
-fn crd(kaos: &Kaos, name: &str) -> Value {
-    get(
-        kaos,
-        "apiextensions.k8s.io",
-        "v1",
-        "customresourcedefinitions",
-        "",
-        name,
     )
 }
 
@@ -177,26 +168,20 @@ const CRDS: [&str; 6] = [
 #[tokio::test]
 async fn migrate_adopts_kaos_crds_after_stopping_kaos_and_check_sees_kaos_rs_reconcile() {
     let kaos = kaos_cluster("adopt", true).await;
-    let before: Vec<Value> = CRDS.iter().map(|c| crd(&kaos, c)).collect();
-    let worker = get(
-        &kaos,
-        "kaos.tools",
-        "v1alpha1",
-        "agents",
-        "default",
-        "worker",
-    );
+    let before: Vec<Value> = CRDS.iter().map(|c| kaos.crd(c)).collect();
+    let worker = kaos.worker();
 
     // KAOS still runs: the plan, then a refusal naming the flag that stops it.
     let (ok, stdout, stderr) = migrate(&kaos, &[]).await;
     assert!(!ok, "{stdout}");
-    for line in [
-        "  agents.kaos.tools              no Helm ownership metadata (as KAOS installs it): adopt",
-        "  kaos-system/kaos-operator: running (1 replica, 1 pod), Helm release kaos-operator in kaos-system",
-        "  2 Agents, 1 ModelAPI, 1 MCPServer, 1 MemoryStore, 1 AccessGrant, 1 ThirdPartyService",
-    ] {
-        assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
-    }
+    assert_has_lines(
+        &stdout,
+        &[
+            "  agents.kaos.tools              no Helm ownership metadata (as KAOS installs it): adopt",
+            "  kaos-system/kaos-operator: running (1 replica, 1 pod), Helm release kaos-operator in kaos-system",
+            "  2 Agents, 1 ModelAPI, 1 MCPServer, 1 MemoryStore, 1 AccessGrant, 1 ThirdPartyService",
+        ],
+    );
     assert_eq!(
         stderr.lines().collect::<Vec<_>>(),
         [
@@ -216,17 +201,9 @@ async fn migrate_adopts_kaos_crds_after_stopping_kaos_and_check_sees_kaos_rs_rec
         stdout.contains("would adopt CRD agents.kaos.tools into release kaos"),
         "{stdout}"
     );
-    let deployment = get(
-        &kaos,
-        "apps",
-        "v1",
-        "deployments",
-        "kaos-system",
-        "kaos-operator",
-    );
-    assert_eq!(deployment["spec"]["replicas"], 1);
+    assert_eq!(kaos.operator_replicas(), 1);
     for (name, old) in CRDS.iter().zip(&before) {
-        assert_eq!(&crd(&kaos, name)["metadata"], &old["metadata"]);
+        assert_eq!(&kaos.crd(name)["metadata"], &old["metadata"]);
     }
 
     // For real: KAOS scaled to 0, the CRDs carry exactly what Helm checks, nothing else changed.
@@ -257,17 +234,9 @@ async fn migrate_adopts_kaos_crds_after_stopping_kaos_and_check_sees_kaos_rs_rec
         steps[3].starts_with("  3. kaosctl migrate --check --release kaos --namespace kaos-system"),
         "{next}"
     );
-    let deployment = get(
-        &kaos,
-        "apps",
-        "v1",
-        "deployments",
-        "kaos-system",
-        "kaos-operator",
-    );
-    assert_eq!(deployment["spec"]["replicas"], 0);
+    assert_eq!(kaos.operator_replicas(), 0);
     for (name, old) in CRDS.iter().zip(&before) {
-        let now = crd(&kaos, name);
+        let now = kaos.crd(name);
         assert_eq!(
             now["metadata"]["labels"],
             json!({"app.kubernetes.io/managed-by": "Helm"})
@@ -280,14 +249,7 @@ async fn migrate_adopts_kaos_crds_after_stopping_kaos_and_check_sees_kaos_rs_rec
         assert_eq!(now["metadata"]["uid"], old["metadata"]["uid"]);
         assert_eq!(now["metadata"]["generation"], old["metadata"]["generation"]);
     }
-    let still = get(
-        &kaos,
-        "kaos.tools",
-        "v1alpha1",
-        "agents",
-        "default",
-        "worker",
-    );
+    let still = kaos.worker();
     assert_eq!(still["metadata"]["uid"], worker["metadata"]["uid"]);
 
     // Again: nothing left to adopt.
@@ -305,19 +267,20 @@ async fn migrate_adopts_kaos_crds_after_stopping_kaos_and_check_sees_kaos_rs_rec
     // --check: the release is not installed and nothing was reconciled by kaos-rs yet.
     let (ok, stdout, stderr) = migrate(&kaos, &["--check"]).await;
     assert!(!ok, "{stdout}");
-    for line in [
-        "  ok   CRD agents.kaos.tools: Helm release kaos in namespace kaos-system",
-        "  FAIL Helm release kaos in kaos-system: not deployed",
-        "  ok   KAOS operator kaos-system/kaos-operator: scaled to 0 (remove it: helm uninstall kaos-operator -n kaos-system)",
-        "  FAIL 2 Agents: 2 not reconciled by kaos-rs (kaos-agent-controller) yet:",
-        "      default/worker: its status was never written by kaos-agent-controller",
-        "  FAIL 1 MemoryStore: 1 not reconciled by kaos-rs (kaos-memorystore-controller) yet:",
-        "  FAIL 1 AccessGrant: 1 not reconciled by kaos-rs (kaos-authz-controller) yet:",
-        "      default/researchers: its status was never written by kaos-authz-controller",
-        "  FAIL 1 ThirdPartyService: 1 not reconciled by kaos-rs (kaos-authz-controller) yet:",
-    ] {
-        assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
-    }
+    assert_has_lines(
+        &stdout,
+        &[
+            "  ok   CRD agents.kaos.tools: Helm release kaos in namespace kaos-system",
+            "  FAIL Helm release kaos in kaos-system: not deployed",
+            "  ok   KAOS operator kaos-system/kaos-operator: scaled to 0 (remove it: helm uninstall kaos-operator -n kaos-system)",
+            "  FAIL 2 Agents: 2 not reconciled by kaos-rs (kaos-agent-controller) yet:",
+            "      default/worker: its status was never written by kaos-agent-controller",
+            "  FAIL 1 MemoryStore: 1 not reconciled by kaos-rs (kaos-memorystore-controller) yet:",
+            "  FAIL 1 AccessGrant: 1 not reconciled by kaos-rs (kaos-authz-controller) yet:",
+            "      default/researchers: its status was never written by kaos-authz-controller",
+            "  FAIL 1 ThirdPartyService: 1 not reconciled by kaos-rs (kaos-authz-controller) yet:",
+        ],
+    );
     assert!(
         stderr.starts_with("kaosctl: 7 check(s) failed\n"),
         "{stderr}"
@@ -346,18 +309,19 @@ async fn migrate_adopts_kaos_crds_after_stopping_kaos_and_check_sees_kaos_rs_rec
     let (ok, stdout, stderr) = migrate(&kaos, &["--check"]).await;
     controllers.stop().await;
     assert!(ok, "{stdout}\n{stderr}");
-    for line in [
-        "  ok   Helm release kaos in kaos-system: deployed (revision 1)",
-        "  ok   2 Agents: all reconciled by kaos-rs (kaos-agent-controller)",
-        "  ok   1 ModelAPI: all reconciled by kaos-rs (kaos-modelapi-controller)",
-        "  ok   1 MCPServer: all reconciled by kaos-rs (kaos-mcpserver-controller)",
-        "  ok   1 MemoryStore: all reconciled by kaos-rs (kaos-memorystore-controller)",
-        "  ok   1 AccessGrant: all reconciled by kaos-rs (kaos-authz-controller)",
-        "  ok   1 ThirdPartyService: all reconciled by kaos-rs (kaos-authz-controller)",
-        "the migration is complete: kaos-rs reconciles every resource",
-    ] {
-        assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
-    }
+    assert_has_lines(
+        &stdout,
+        &[
+            "  ok   Helm release kaos in kaos-system: deployed (revision 1)",
+            "  ok   2 Agents: all reconciled by kaos-rs (kaos-agent-controller)",
+            "  ok   1 ModelAPI: all reconciled by kaos-rs (kaos-modelapi-controller)",
+            "  ok   1 MCPServer: all reconciled by kaos-rs (kaos-mcpserver-controller)",
+            "  ok   1 MemoryStore: all reconciled by kaos-rs (kaos-memorystore-controller)",
+            "  ok   1 AccessGrant: all reconciled by kaos-rs (kaos-authz-controller)",
+            "  ok   1 ThirdPartyService: all reconciled by kaos-rs (kaos-authz-controller)",
+            "the migration is complete: kaos-rs reconciles every resource",
+        ],
+    );
 
     // A grant changed while no controller runs: its Enforced condition judged the old spec.
     kaos_testkit::manifests::apply_yaml(
@@ -367,20 +331,14 @@ async fn migrate_adopts_kaos_crds_after_stopping_kaos_and_check_sees_kaos_rs_rec
     .expect("changed grant");
     let (ok, stdout, _) = migrate(&kaos, &["--check"]).await;
     assert!(!ok, "{stdout}");
-    for line in [
-        "  FAIL 1 AccessGrant: 1 not reconciled by kaos-rs (kaos-authz-controller) yet:",
-        "      default/researchers: the observedGeneration of condition Enforced 1 behind metadata.generation 2",
-    ] {
-        assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
-    }
-    let still = get(
-        &kaos,
-        "kaos.tools",
-        "v1alpha1",
-        "agents",
-        "default",
-        "worker",
+    assert_has_lines(
+        &stdout,
+        &[
+            "  FAIL 1 AccessGrant: 1 not reconciled by kaos-rs (kaos-authz-controller) yet:",
+            "      default/researchers: the observedGeneration of condition Enforced 1 behind metadata.generation 2",
+        ],
     );
+    let still = kaos.worker();
     assert_eq!(still["metadata"]["uid"], worker["metadata"]["uid"]);
 }
 
@@ -411,19 +369,11 @@ async fn migrate_refuses_crds_of_another_release_unless_forced() {
         ]
     );
     // Nothing was changed, not even KAOS's replicas.
-    let deployment = get(
-        &kaos,
-        "apps",
-        "v1",
-        "deployments",
-        "kaos-system",
-        "kaos-operator",
-    );
-    assert_eq!(deployment["spec"]["replicas"], 1);
+    assert_eq!(kaos.operator_replicas(), 1);
 
     let (ok, stdout, stderr) = migrate(&kaos, &["--scale-down-kaos", "--force"]).await;
     assert!(ok, "{stdout}\n{stderr}");
-    let agents = crd(&kaos, "agents.kaos.tools");
+    let agents = kaos.crd("agents.kaos.tools");
     assert_eq!(
         agents["metadata"]["annotations"]["meta.helm.sh/release-name"],
         "kaos"
@@ -458,19 +408,13 @@ async fn migrate_errors_are_one_line_and_a_hint() {
         .api
         .auth
         .mint_token(Identity::service_account("default", "nobody"));
-    let forbidden = empty.dir.join("forbidden");
+    let forbidden = empty.scratch.join("forbidden");
     empty
         .server
         .write_kubeconfig(&forbidden, Some(&token))
         .expect("kubeconfig");
-    let out = kaosctl(vec![
-        "migrate".into(),
-        "--kubeconfig".into(),
-        forbidden.display().to_string(),
-    ])
-    .await;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let (ok, _, stderr) = migrate_with(&forbidden, &[]).await;
+    assert!(!ok);
     let lines: Vec<&str> = stderr.lines().collect();
     assert_eq!(lines.len(), 2, "{stderr}");
     assert!(
@@ -487,24 +431,15 @@ async fn migrate_errors_are_one_line_and_a_hint() {
     );
 
     // No cluster answering.
-    let unreachable = empty.dir.join("unreachable");
-    std::fs::write(
-        &unreachable,
-        empty
+    let unreachable = empty.scratch.write(
+        "unreachable",
+        &empty
             .server
             .kubeconfig(None)
             .replace(&empty.server.url(), "http://127.0.0.1:1"),
-    )
-    .expect("kubeconfig");
-    let out = kaosctl(vec![
-        "migrate".into(),
-        "--check".into(),
-        "--kubeconfig".into(),
-        unreachable.display().to_string(),
-    ])
-    .await;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    );
+    let (ok, _, stderr) = migrate_with(&unreachable, &["--check"]).await;
+    assert!(!ok);
     let lines: Vec<&str> = stderr.lines().collect();
     assert_eq!(lines.len(), 2, "{stderr}");
     assert!(
@@ -519,13 +454,7 @@ async fn migrate_errors_are_one_line_and_a_hint() {
     );
 
     // A kubeconfig that is not there.
-    let out = kaosctl(vec![
-        "migrate".into(),
-        "--kubeconfig".into(),
-        "/nonexistent/kubeconfig".into(),
-    ])
-    .await;
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (_, _, stderr) = migrate_with(Path::new("/nonexistent/kubeconfig"), &[]).await;
     assert!(
         stderr.starts_with("kaosctl: cannot use kubeconfig /nonexistent/kubeconfig: "),
         "{stderr}"
