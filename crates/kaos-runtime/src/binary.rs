@@ -115,3 +115,90 @@ impl Binary {
         crate::run(runtime, self.id, |runtime| controller(runtime, settings)).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ID: ControllerId = ControllerId {
+        name: "agent",
+        lease: "kaos-agent-controller",
+        kinds: &[("Agent", &["Pending", "Ready"])],
+    };
+
+    #[derive(clap::Args, Debug, Clone, PartialEq)]
+    struct Settings {
+        #[arg(long, env = "DEFAULT_AGENT_IMAGE")]
+        default_agent_image: Option<String>,
+    }
+
+    #[derive(Clone, Debug, serde::Deserialize)]
+    struct Anything {
+        metadata: kube::api::ObjectMeta,
+    }
+
+    impl Resource for Anything {
+        type DynamicType = ();
+        type Scope = NamespaceResourceScope;
+        fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+            "Agent".into()
+        }
+        fn group(_: &()) -> std::borrow::Cow<'_, str> {
+            "kaos.tools".into()
+        }
+        fn version(_: &()) -> std::borrow::Cow<'_, str> {
+            "v1alpha1".into()
+        }
+        fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+            "agents".into()
+        }
+        fn meta(&self) -> &kube::api::ObjectMeta {
+            &self.metadata
+        }
+        fn meta_mut(&mut self) -> &mut kube::api::ObjectMeta {
+            &mut self.metadata
+        }
+    }
+
+    #[test]
+    fn the_command_is_named_for_the_controller_and_parses_both_halves_of_the_flags() {
+        let binary = Binary::new(ID, "Reconciles Agents");
+        let mut command = binary.command::<Settings>();
+        let help = command.render_help().to_string();
+        assert!(help.starts_with("Reconciles Agents"), "{help}");
+        assert!(help.contains("Usage: agent-controller"), "{help}");
+        assert!(
+            !help.contains(uninstall::COMMAND),
+            "no finalizer, no uninstall mode: {help}"
+        );
+        let matches = command
+            .try_get_matches_from([
+                "agent-controller",
+                "--leader-elect=false",
+                "--default-agent-image=agent:1",
+            ])
+            .expect("flags parse");
+        let args = Args::<Settings>::from_arg_matches(&matches).expect("args");
+        assert!(!args.runtime.leader_elect);
+        assert_eq!(
+            args.settings.default_agent_image.as_deref(),
+            Some("agent:1")
+        );
+        let error = binary
+            .command::<Settings>()
+            .try_get_matches_from(["agent-controller", "--no-such-flag"])
+            .expect_err("an unknown flag is refused");
+        assert_eq!(error.kind(), clap::error::ErrorKind::UnknownArgument);
+    }
+
+    #[test]
+    fn a_finalizer_gives_the_binary_its_uninstall_mode_in_the_help() {
+        let binary = Binary::new(ID, "Reconciles Agents")
+            .releases_finalizer::<Anything>("kaos.tools/agent-finalizer");
+        let help = binary.command::<NoSettings>().render_help().to_string();
+        assert!(
+            help.contains("`agent-controller release-finalizers` stops the controller"),
+            "{help}"
+        );
+    }
+}
