@@ -5,7 +5,7 @@ pub mod processes;
 
 use std::path::{Path, PathBuf};
 
-use kaos_testkit::schema::{CrdSchema, FieldError, UnknownFields};
+use kaos_schema::{CrdSchema, FieldError, UnknownFields};
 use serde_json::Value;
 
 /// The repository root (this crate lives in `<root>/tests`).

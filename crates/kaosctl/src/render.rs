@@ -13,7 +13,7 @@ use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
 use kaos_api::workflow::{AgentWorkflow, AgentWorkflowRun};
 use kaos_runtime::converge::{Child, WorkloadChildren};
-use kaos_testkit::schema::{CrdSchema, UnknownFields};
+use kaos_schema::{CrdSchema, UnknownFields};
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
 

@@ -4,6 +4,9 @@
 //!
 //! Error texts follow kube-apiserver's `field.Error` formatting so tests can assert on the
 //! messages users will see from a real cluster.
+//!
+//! Used by kaos-testkit (every custom resource it stores), by `kaosctl render` (the manifests it
+//! reads) and by the repository's tests (the examples and the CRDs' validation rules).
 
 mod error;
 mod prune_default;

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::error::{FieldError, json_type_name};
+use crate::error::{FieldError, json_type_name};
 
 pub(super) fn validate(schema: &Value, value: &Value, path: &str, errors: &mut Vec<FieldError>) {
     if value.is_null() {
