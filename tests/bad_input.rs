@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
+use kaos_harness::cluster::{TestCluster, eventually};
 use kaos_runtime::metrics::Metrics;
 use kaos_runtime::{ControllerId, Runtime, RuntimeArgs};
-use kaos_tests::cluster::{TestCluster, eventually};
 use kube::api::{Api, DynamicObject};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::Value;

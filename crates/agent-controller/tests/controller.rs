@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::Service;
 use kaos_api::agent::AgentPhase;
 use kaos_api::mcpserver::MCPServer;
 use kaos_api::modelapi::ModelAPI;
-use kaos_tests::cluster::eventually;
+use kaos_harness::cluster::eventually;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;

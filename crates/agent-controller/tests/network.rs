@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kaos_api::agent::AgentPhase;
-use kaos_tests::cluster::eventually;
+use kaos_harness::cluster::eventually;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};

@@ -18,7 +18,7 @@ fn replicas_of(d: &k8s_openapi::api::apps::v1::Deployment) -> Option<i32> {
 }
 
 async fn deployment_replicas(h: &Harness, wanted: i32) {
-    kaos_tests::cluster::eventually(&format!("the Deployment asks for {wanted}"), || async {
+    kaos_harness::cluster::eventually(&format!("the Deployment asks for {wanted}"), || async {
         h.deployments
             .get("agent-a")
             .await
@@ -76,7 +76,7 @@ async fn kubectl_scale_agent_sets_its_replicas_and_the_budget_follows() {
         scale.status.as_ref().and_then(|s| s.selector.as_deref()),
         Some("agent=a,app=agent")
     );
-    let budget = kaos_tests::cluster::eventually("a budget at three pods", || async {
+    let budget = kaos_harness::cluster::eventually("a budget at three pods", || async {
         budgets.get_opt("agent-a").await.ok().flatten()
     })
     .await;
@@ -98,7 +98,7 @@ async fn kubectl_scale_agent_sets_its_replicas_and_the_budget_follows() {
         .await
         .expect("scale agent");
     deployment_replicas(&h, 1).await;
-    kaos_tests::cluster::eventually("the budget is gone", || async {
+    kaos_harness::cluster::eventually("the budget is gone", || async {
         budgets
             .get_opt("agent-a")
             .await
@@ -192,7 +192,7 @@ async fn an_autoscaled_agent_leaves_its_replicas_to_the_autoscaler() {
         )
         .await
         .expect("edit");
-    kaos_tests::cluster::eventually("the new pod spec", || async {
+    kaos_harness::cluster::eventually("the new pod spec", || async {
         h.deployments.get("agent-a").await.ok().filter(|d| {
             env_of(d)
                 .iter()
@@ -217,7 +217,7 @@ async fn an_autoscaled_agent_leaves_its_replicas_to_the_autoscaler() {
         .await
         .expect("edit");
     deployment_replicas(&h, 1).await;
-    kaos_tests::cluster::eventually("the autoscaler and budget are gone", || async {
+    kaos_harness::cluster::eventually("the autoscaler and budget are gone", || async {
         let hpa = autoscalers.get_opt("agent-a").await.ok()?;
         let budget = budgets.get_opt("agent-a").await.ok()?;
         (hpa.is_none() && budget.is_none()).then_some(())

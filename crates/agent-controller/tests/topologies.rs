@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::events::v1::Event;
 use kaos_api::agent::{Agent, AgentPhase};
 use kaos_api::modelapi::ModelAPI;
-use kaos_tests::cluster::eventually;
+use kaos_harness::cluster::eventually;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
