@@ -104,3 +104,18 @@ impl CrdSchema {
         }
     }
 }
+
+/// The path of `key` inside the field at `path`, as kube-apiserver prints it (`spec.replicas`).
+fn child_path(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// Whether a boolean keyword of a schema (`nullable`, `x-kubernetes-preserve-unknown-fields`) is
+/// set.
+fn flag(schema: &Value, name: &str) -> bool {
+    schema.get(name).and_then(Value::as_bool).unwrap_or(false)
+}
