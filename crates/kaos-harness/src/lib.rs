@@ -2,13 +2,21 @@
 //! controllers' tests and the benchmark:
 //!
 //! - [`cluster`]: an in-process kaos-testkit cluster to apply objects to and wait on;
+//! - [`controller`]: a controller run in-process against it;
+//! - [`fixtures`]: typed test objects (`Agent::test("a").peers(["b"])`) and the statuses their
+//!   controllers would write;
+//! - [`status`] and [`deployments`]: reading what the controllers wrote;
 //! - [`processes`]: the real binaries as separate processes (kaos-testkit served on loopback,
 //!   the controllers, the chart's rendering under its RBAC);
 //! - here: the repository's files (its root, the examples) and their admission against the CRDs.
 
 pub mod cluster;
+pub mod controller;
+pub mod deployments;
+pub mod fixtures;
 pub mod processes;
 mod schemas;
+pub mod status;
 
 pub use schemas::Schemas;
 
