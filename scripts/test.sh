@@ -89,8 +89,9 @@ step "cargo deny (licenses, bans, sources)"
 cargo deny --all-features --locked check --hide-inclusion-graph licenses bans sources
 
 # One build of the whole workspace serves the tests, the binaries the end-to-end tests run
-# (tests/processes.rs builds the same set, so it finds them fresh) and the real-plane suites. A
-# `cargo build -p ...` would unify features differently and compile the dependencies again.
+# (kaos-harness's `processes::binaries` builds the same set, so it finds them fresh) and the
+# real-plane suites. A `cargo build -p ...` would unify features differently and compile the
+# dependencies again.
 step "cargo build (workspace, all targets)"
 cargo build --workspace --all-targets --locked
 

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use kaos_tests::repo_root;
+use kaos_harness::repo_root;
 use regex::Regex;
 use serde_json::Value;
 

@@ -3,112 +3,112 @@
 //! `ResolvedRefs` False) with a condition reason and a message that says what to fix, makes no
 //! writes while it stands, and recovers once fixed. (What the CRDs reject up front is in `validation_rules.rs`.)
 
-use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use kaos_runtime::metrics::Metrics;
-use kaos_runtime::{ControllerId, Runtime, RuntimeArgs};
-use kaos_tests::cluster::{TestCluster, eventually};
+use kaos_api::access::{AccessGrant, ResourceKind, SubjectKind, ThirdPartyService};
+use kaos_api::agent::Agent;
+use kaos_api::mcpserver::MCPServer;
+use kaos_api::memorystore::{MemoryStore, ReadScope};
+use kaos_api::modelapi::ModelAPI;
+use kaos_harness::cluster::{TestCluster, eventually};
+use kaos_harness::controller::RunningController;
+use kaos_harness::fixtures::*;
 use kube::api::{Api, DynamicObject};
 use kube::core::{ApiResource, GroupVersionKind};
+use serde::Serialize;
 use serde_json::Value;
 
-const REGISTRY: &str = "apiVersion: v1\nkind: Namespace\nmetadata: {name: kaos-system}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: kaos-mcp-runtimes, namespace: kaos-system}\ndata:\n  runtimes.yaml: |\n    runtimes:\n      python-string: {image: 'py:1', paramsEnvVar: MCP_TOOLS_STRING}\n";
+/// A registry of one runtime, `python-string`.
+const RUNTIMES: &str =
+    "runtimes:\n  python-string: {image: 'py:1', paramsEnvVar: MCP_TOOLS_STRING}\n";
 
-/// The controllers, running until dropped.
-#[derive(Default)]
-struct Controllers {
-    _stops: Vec<tokio::sync::watch::Sender<bool>>,
-    metrics: Vec<Arc<Metrics>>,
-}
-
-impl Controllers {
-    /// Runs one controller against `cluster` until dropped.
-    fn spawn<F, Fut>(&mut self, cluster: &TestCluster, id: ControllerId, args: RuntimeArgs, run: F)
-    where
-        F: FnOnce(Runtime) -> Fut,
-        Fut: Future + Send + 'static,
-        Fut::Output: Send + 'static,
-    {
-        let (rt, stop) = Runtime::for_tests(cluster.client.clone(), id, args);
-        self.metrics.push(rt.metrics.clone());
-        tokio::spawn(run(rt));
-        self._stops.push(stop);
-    }
-
-    /// Reconciles so far, of all of them (`controller_runtime_reconcile_total`, every result).
-    fn reconciles(&self) -> u64 {
-        self.metrics
-            .iter()
-            .flat_map(|m| {
-                m.encode()
-                    .lines()
-                    .filter(|l| l.starts_with("controller_runtime_reconcile_total{"))
-                    .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-                    .collect::<Vec<_>>()
-            })
-            .sum::<f64>() as u64
-    }
-}
-
-fn start_controllers(cluster: &TestCluster) -> Controllers {
-    let mut controllers = Controllers::default();
+/// Every controller but the workflow controller, running until dropped.
+fn start_controllers(cluster: &TestCluster) -> Vec<RunningController> {
+    let mut controllers = Vec::new();
     let args =
         agent_controller::settings::Args::try_parse_from(["a", "--default-agent-image=agent:1"])
             .expect("flags");
-    controllers.spawn(cluster, agent_controller::ID, args.runtime, |rt| {
-        agent_controller::controller::run(rt, args.settings)
-    });
+    controllers.push(RunningController::start(
+        cluster,
+        agent_controller::ID,
+        args.runtime,
+        |rt| agent_controller::controller::run(rt, args.settings),
+    ));
     let args = modelapi_controller::settings::Args::try_parse_from([
         "m",
         "--default-litellm-image=litellm:1",
         "--default-ollama-image=ollama:1",
     ])
     .expect("flags");
-    controllers.spawn(cluster, modelapi_controller::ID, args.runtime, |rt| {
-        modelapi_controller::controller::run(rt, args.settings)
-    });
+    controllers.push(RunningController::start(
+        cluster,
+        modelapi_controller::ID,
+        args.runtime,
+        |rt| modelapi_controller::controller::run(rt, args.settings),
+    ));
     let args = mcpserver_controller::settings::Args::try_parse_from([
         "s",
         "--system-namespace=kaos-system",
     ])
     .expect("flags");
-    controllers.spawn(cluster, mcpserver_controller::ID, args.runtime, |rt| {
-        mcpserver_controller::controller::run(rt, args.settings)
-    });
+    controllers.push(RunningController::start(
+        cluster,
+        mcpserver_controller::ID,
+        args.runtime,
+        |rt| mcpserver_controller::controller::run(rt, args.settings),
+    ));
     let args = memorystore_controller::settings::Args::try_parse_from([
         "ms",
         "--default-memory-service-image=memory:1",
     ])
     .expect("flags");
-    controllers.spawn(cluster, memorystore_controller::ID, args.runtime, |rt| {
-        memorystore_controller::controller::run(rt, args.settings)
-    });
+    controllers.push(RunningController::start(
+        cluster,
+        memorystore_controller::ID,
+        args.runtime,
+        |rt| memorystore_controller::controller::run(rt, args.settings),
+    ));
     let args = authz_controller::settings::Args::try_parse_from(["az"]).expect("flags");
-    controllers.spawn(
+    controllers.push(RunningController::start(
         cluster,
         authz_controller::ID,
         args.runtime,
         authz_controller::controller::run,
-    );
+    ));
     controllers
 }
 
-/// One case: manifests that fail, what the resource must then say, and the fix.
+/// Reconciles so far, of all of them (`controller_runtime_reconcile_total`, every result).
+fn reconciles(controllers: &[RunningController]) -> u64 {
+    controllers
+        .iter()
+        .map(RunningController::reconciles)
+        .sum::<f64>() as u64
+}
+
+/// One case: objects that fail, what the resource must then say, and the fix.
 struct Case {
     name: &'static str,
     kind: &'static str,
     object: &'static str,
-    bad: &'static str,
+    bad: Vec<DynamicObject>,
     reason: &'static str,
     message: &'static str,
-    fix: &'static str,
+    fix: Vec<DynamicObject>,
 }
 
-const PROXY: &str = "apiVersion: kaos.tools/v1alpha1\nkind: ModelAPI\nmetadata: {name: llm, namespace: default}\nspec: {mode: Proxy, proxyConfig: {models: ['openai/*']}}\n";
-const TOOLS: &str = "apiVersion: kaos.tools/v1alpha1\nkind: MCPServer\nmetadata: {name: tools, namespace: default}\nspec: {runtime: python-string}\n";
+/// An object of any kind, to list with others.
+fn object(object: impl Serialize) -> DynamicObject {
+    let value = serde_json::to_value(object).expect("the object serializes");
+    serde_json::from_value(value).expect("an object with its kind")
+}
+
+fn apply_all(cluster: &TestCluster, objects: &[DynamicObject]) {
+    for object in objects {
+        cluster.apply(object);
+    }
+}
 
 fn cases() -> Vec<Case> {
     vec![
@@ -116,130 +116,182 @@ fn cases() -> Vec<Case> {
             name: "missing ModelAPI",
             kind: "Agent",
             object: "a1",
-            bad: "apiVersion: kaos.tools/v1alpha1\nkind: Agent\nmetadata: {name: a1, namespace: default}\nspec: {modelAPI: llm, model: openai/gpt-4o}\n",
+            bad: vec![object(Agent::test("a1"))],
             reason: "ModelAPINotFound",
             message: "Failed to resolve ModelAPI llm: no ModelAPI of that name in namespace default",
-            fix: PROXY,
+            fix: vec![object(ModelAPI::test("llm").proxy(["openai/*"]))],
         },
         Case {
             name: "missing MCPServer",
             kind: "Agent",
             object: "a2",
-            bad: "apiVersion: kaos.tools/v1alpha1\nkind: Agent\nmetadata: {name: a2, namespace: default}\nspec: {modelAPI: llm, model: openai/gpt-4o, mcpServers: [tools]}\n",
+            bad: vec![object(Agent::test("a2").mcp_servers(["tools"]))],
             reason: "MCPServerNotFound",
             message: "Failed to resolve MCPServer tools: no MCPServer of that name in namespace default",
-            fix: TOOLS,
+            fix: vec![object(MCPServer::test("tools"))],
         },
         Case {
             name: "unsupported model",
             kind: "Agent",
             object: "a3",
-            bad: "apiVersion: kaos.tools/v1alpha1\nkind: Agent\nmetadata: {name: a3, namespace: default}\nspec: {modelAPI: llm, model: anthropic/claude}\n",
+            bad: vec![object(Agent::test("a3").model("anthropic/claude"))],
             reason: "ModelNotSupported",
             message: "model anthropic/claude not found in models list of ModelAPI llm: [openai/*]",
-            fix: "apiVersion: kaos.tools/v1alpha1\nkind: Agent\nmetadata: {name: a3, namespace: default}\nspec: {modelAPI: llm, model: openai/gpt-4o}\n",
+            fix: vec![object(Agent::test("a3"))],
         },
         Case {
             name: "memory read scope above the store's ceiling",
             kind: "Agent",
             object: "a4",
-            bad: "apiVersion: kaos.tools/v1alpha1\nkind: MemoryStore\nmetadata: {name: mem, namespace: default}\nspec: {storage: {type: local}, models: {summarization: {modelAPI: llm, model: openai/gpt-4o-mini}, embedding: {modelAPI: llm, model: openai/text-embedding-3-small}}}\n---\napiVersion: kaos.tools/v1alpha1\nkind: Agent\nmetadata: {name: a4, namespace: default}\nspec: {modelAPI: llm, model: openai/gpt-4o, config: {memory: {memoryStore: mem, maxReadScope: user}}}\n",
+            bad: vec![
+                object(MemoryStore::test("mem")),
+                object(
+                    Agent::test("a4")
+                        .memory_store("mem")
+                        .memory_read_scope(ReadScope::User),
+                ),
+            ],
             reason: "InvalidMemoryReadScope",
             message: "config.memory.maxReadScope user exceeds MemoryStore mem maxReadScope agent",
             // Not waiting for the store: deployed at once, whether or not it is ready yet.
-            fix: "apiVersion: kaos.tools/v1alpha1\nkind: Agent\nmetadata: {name: a4, namespace: default}\nspec: {modelAPI: llm, model: openai/gpt-4o, waitForDependencies: false, config: {memory: {memoryStore: mem, maxReadScope: agent}}}\n",
+            fix: vec![object(
+                Agent::test("a4")
+                    .wait_for_dependencies(false)
+                    .memory_store("mem")
+                    .memory_read_scope(ReadScope::Agent),
+            )],
         },
         Case {
             name: "unknown runtime",
             kind: "MCPServer",
             object: "s1",
-            bad: "apiVersion: kaos.tools/v1alpha1\nkind: MCPServer\nmetadata: {name: s1, namespace: default}\nspec: {runtime: github}\n",
+            bad: vec![object(MCPServer::test("s1").runtime("github"))],
             reason: "UnknownRuntime",
             message: "runtime \"github\" is not in the MCP runtime registry (ConfigMap kaos-mcp-runtimes, key runtimes.yaml); known runtimes: python-string, or use \"custom\" with spec.container.image",
-            fix: "apiVersion: kaos.tools/v1alpha1\nkind: MCPServer\nmetadata: {name: s1, namespace: default}\nspec: {runtime: python-string}\n",
+            fix: vec![object(MCPServer::test("s1"))],
         },
         Case {
             name: "configYaml with a model not in models",
             kind: "ModelAPI",
             object: "m1",
-            bad: "apiVersion: kaos.tools/v1alpha1\nkind: ModelAPI\nmetadata: {name: m1, namespace: default}\nspec: {mode: Proxy, proxyConfig: {models: [gpt-4o], configYaml: {fromString: \"model_list:\\n  - model_name: o3\\n\"}}}\n",
+            bad: vec![object(
+                ModelAPI::test("m1")
+                    .proxy(["gpt-4o"])
+                    .config_yaml("model_list:\n  - model_name: o3\n"),
+            )],
             reason: "ModelNotAllowed",
             message: "spec.proxyConfig.configYaml.fromString: model_name \"o3\" is not allowed by proxyConfig.models [gpt-4o]; add it to proxyConfig.models or remove it from the config",
-            fix: "apiVersion: kaos.tools/v1alpha1\nkind: ModelAPI\nmetadata: {name: m1, namespace: default}\nspec: {mode: Proxy, proxyConfig: {models: [gpt-4o, o3], configYaml: {fromString: \"model_list:\\n  - model_name: o3\\n\"}}}\n",
+            fix: vec![object(
+                ModelAPI::test("m1")
+                    .proxy(["gpt-4o", "o3"])
+                    .config_yaml("model_list:\n  - model_name: o3\n"),
+            )],
         },
         Case {
             name: "configYaml that is not YAML",
             kind: "ModelAPI",
             object: "m2",
-            bad: "apiVersion: kaos.tools/v1alpha1\nkind: ModelAPI\nmetadata: {name: m2, namespace: default}\nspec: {mode: Proxy, proxyConfig: {models: ['*'], configYaml: {fromString: 'model_list: ['}}}\n",
+            bad: vec![object(ModelAPI::test("m2").config_yaml("model_list: ["))],
             reason: "InvalidConfigYaml",
             message: "spec.proxyConfig.configYaml.fromString is not valid YAML",
-            fix: "apiVersion: kaos.tools/v1alpha1\nkind: ModelAPI\nmetadata: {name: m2, namespace: default}\nspec: {mode: Proxy, proxyConfig: {models: ['*'], configYaml: {fromString: 'model_list: []'}}}\n",
+            fix: vec![object(ModelAPI::test("m2").config_yaml("model_list: []"))],
         },
         Case {
             name: "env from a Secret that does not exist",
             kind: "Agent",
             object: "a4",
-            bad: "apiVersion: kaos.tools/v1alpha1\nkind: Agent\nmetadata: {name: a4, namespace: default}\nspec: {modelAPI: llm, model: openai/gpt-4o, container: {env: [{name: SLACK_TOKEN, valueFrom: {secretKeyRef: {name: slack, key: token}}}]}}\n",
+            bad: vec![object(Agent::test("a4").env_from_secret(
+                "SLACK_TOKEN",
+                "slack",
+                "token",
+            ))],
             reason: "SecretNotFound",
             message: "Secret slack does not exist in namespace default (env SLACK_TOKEN of container agent reads its key token); create it and the resource recovers by itself",
-            fix: "apiVersion: v1\nkind: Secret\nmetadata: {name: slack, namespace: default}\nstringData: {token: xoxb-1}\n",
+            fix: vec![object(secret("slack", [("token", "xoxb-1")]))],
         },
         Case {
             name: "API key from a Secret without that key",
             kind: "ModelAPI",
             object: "m3",
-            bad: "apiVersion: v1\nkind: Secret\nmetadata: {name: creds, namespace: default}\nstringData: {apikey: sk-1}\n---\napiVersion: kaos.tools/v1alpha1\nkind: ModelAPI\nmetadata: {name: m3, namespace: default}\nspec: {mode: Proxy, proxyConfig: {models: ['*'], apiKey: {valueFrom: {secretKeyRef: {name: creds, key: api-key}}}}}\n",
+            bad: vec![
+                object(secret("creds", [("apikey", "sk-1")])),
+                object(ModelAPI::test("m3").api_key_from_secret("creds", "api-key")),
+            ],
             reason: "SecretKeyNotFound",
             message: "Secret creds has no key api-key (env PROXY_API_KEY of container model-api reads it); add the key or fix the reference",
-            fix: "apiVersion: v1\nkind: Secret\nmetadata: {name: creds, namespace: default}\nstringData: {apikey: sk-1, api-key: sk-1}\n",
+            fix: vec![object(secret(
+                "creds",
+                [("apikey", "sk-1"), ("api-key", "sk-1")],
+            ))],
         },
         Case {
             name: "configYaml from a Secret that does not exist",
             kind: "ModelAPI",
             object: "m4",
-            bad: "apiVersion: kaos.tools/v1alpha1\nkind: ModelAPI\nmetadata: {name: m4, namespace: default}\nspec: {mode: Proxy, proxyConfig: {models: ['*'], configYaml: {fromSecretKeyRef: {name: litellm, key: config.yaml}}}}\n",
+            bad: vec![object(
+                ModelAPI::test("m4").config_yaml_from_secret("litellm", "config.yaml"),
+            )],
             reason: "SecretNotFound",
             message: "Secret litellm does not exist in namespace default (volume litellm-config reads its key config.yaml)",
-            fix: "apiVersion: v1\nkind: Secret\nmetadata: {name: litellm, namespace: default}\nstringData: {config.yaml: 'model_list: []'}\n",
+            fix: vec![object(secret(
+                "litellm",
+                [("config.yaml", "model_list: []")],
+            ))],
         },
         Case {
             name: "external storage whose DSN Secret does not exist",
             kind: "MemoryStore",
             object: "mem2",
             // Its own ModelAPI, Ready by itself: the store gets as far as its pod.
-            bad: "apiVersion: kaos.tools/v1alpha1\nkind: ModelAPI\nmetadata: {name: mem-llm, namespace: default}\nspec: {mode: Proxy, proxyConfig: {models: ['*']}}\n---\napiVersion: kaos.tools/v1alpha1\nkind: MemoryStore\nmetadata: {name: mem2, namespace: default}\nspec: {storage: {type: external, external: {connectionSecretRef: {name: pg, key: dsn}}}, models: {summarization: {modelAPI: mem-llm, model: gpt-4o-mini}, embedding: {modelAPI: mem-llm, model: text-embedding-3-small}}}\n",
+            bad: vec![
+                object(ModelAPI::test("mem-llm")),
+                object(
+                    MemoryStore::test("mem2")
+                        .external("pg", "dsn")
+                        .summarization("mem-llm", "gpt-4o-mini")
+                        .embedding("mem-llm", "text-embedding-3-small"),
+                ),
+            ],
             reason: "SecretNotFound",
             message: "Secret pg does not exist in namespace default (env KAOS_MEMORY_EXTERNAL_DSN of container memory reads its key dsn)",
-            fix: "apiVersion: v1\nkind: Secret\nmetadata: {name: pg, namespace: default}\nstringData: {dsn: 'postgresql://memory@db/memory'}\n",
+            fix: vec![object(secret(
+                "pg",
+                [("dsn", "postgresql://memory@db/memory")],
+            ))],
         },
         Case {
             name: "grant naming an Agent that does not exist",
             kind: "AccessGrant",
             object: "g1",
-            bad: "apiVersion: kaos.tools/v1alpha1\nkind: AccessGrant\nmetadata: {name: g1, namespace: default}\nspec: {subjects: [{kind: Group, name: ops}], resources: [{kind: Agent, name: ghost}]}\n",
+            bad: vec![object(
+                AccessGrant::test("g1")
+                    .subject(SubjectKind::Group, "ops")
+                    .resource(ResourceKind::Agent, "ghost"),
+            )],
             reason: "ReferenceNotFound",
             message: "Agent ghost not found in namespace default; create them or fix the names",
-            fix: "apiVersion: kaos.tools/v1alpha1\nkind: Agent\nmetadata: {name: ghost, namespace: default}\nspec: {modelAPI: llm, model: openai/gpt-4o}\n",
+            fix: vec![object(Agent::test("ghost"))],
         },
         Case {
             name: "third-party service whose client Secret does not exist",
             kind: "ThirdPartyService",
             object: "t1",
             // Access for a1, which the first case creates.
-            bad: "apiVersion: kaos.tools/v1alpha1\nkind: ThirdPartyService\nmetadata: {name: t1, namespace: default}\nspec: {clientID: kaos, clientSecretRef: {name: oauth, key: client-secret}, issuerURI: 'https://issuer.example', scopes: [{name: read}], protectedResources: ['https://api.example'], routeRef: {name: egress}, access: [{agent: a1, scopes: [read]}]}\n",
+            bad: vec![object(ThirdPartyService::test("t1").access("a1", ["read"]))],
             reason: "SecretNotFound",
             message: "Secret oauth does not exist in namespace default (spec.clientSecretRef reads its key client-secret); create it and the resource recovers by itself",
-            fix: "apiVersion: v1\nkind: Secret\nmetadata: {name: oauth, namespace: default}\nstringData: {client-secret: s3cret}\n",
+            fix: vec![object(secret("oauth", [("client-secret", "s3cret")]))],
         },
         Case {
             name: "env from a ConfigMap that does not exist",
             kind: "MCPServer",
             object: "s2",
-            bad: "apiVersion: kaos.tools/v1alpha1\nkind: MCPServer\nmetadata: {name: s2, namespace: default}\nspec: {runtime: python-string, container: {env: [{name: MODE, valueFrom: {configMapKeyRef: {name: settings, key: mode}}}]}}\n",
+            bad: vec![object(
+                MCPServer::test("s2").env_from_config_map("MODE", "settings", "mode"),
+            )],
             reason: "ConfigMapNotFound",
             message: "ConfigMap settings does not exist in namespace default (env MODE of container mcp-server reads its key mode)",
-            fix: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: default}\ndata: {mode: fast}\n",
+            fix: vec![object(config_map("settings", [("mode", "fast")]))],
         },
     ]
 }
@@ -301,7 +353,7 @@ async fn failed_status(api: &Api<DynamicObject>, case: &Case) -> Value {
 async fn a_missing_registry_fails_and_recovers_once_installed() {
     let cluster = TestCluster::start();
     let _controllers = start_controllers(&cluster);
-    cluster.apply(TOOLS);
+    cluster.apply(&MCPServer::test("tools"));
     let api = kind_api(&cluster, "MCPServer");
     let failed = eventually("tools is Failed", || async {
         status_of(&api, "tools")
@@ -324,7 +376,7 @@ async fn a_missing_registry_fails_and_recovers_once_installed() {
             .contains("kaos-system/kaos-mcp-runtimes was not found"),
         "{failed}"
     );
-    cluster.apply(REGISTRY);
+    cluster.install_runtime_registry(RUNTIMES);
     eventually("tools recovers", || async {
         status_of(&api, "tools")
             .await
@@ -336,10 +388,10 @@ async fn a_missing_registry_fails_and_recovers_once_installed() {
 #[tokio::test]
 async fn every_reference_error_is_failed_with_a_reason_and_recovers_once_fixed() {
     let cluster = TestCluster::start();
-    cluster.apply(REGISTRY);
+    cluster.install_runtime_registry(RUNTIMES);
     let _controllers = start_controllers(&cluster);
     for case in cases() {
-        cluster.apply(case.bad);
+        apply_all(&cluster, &case.bad);
         let api = kind_api(&cluster, case.kind);
         let failed = failed_status(&api, &case).await;
         let failure = condition(&failed, failure_condition(case.kind));
@@ -359,7 +411,7 @@ async fn every_reference_error_is_failed_with_a_reason_and_recovers_once_fixed()
             "{}: message {message:?}",
             case.name
         );
-        cluster.apply(case.fix);
+        apply_all(&cluster, &case.fix);
         eventually(
             &format!("{}: {} recovers", case.name, case.object),
             || async {
@@ -379,20 +431,20 @@ async fn every_reference_error_is_failed_with_a_reason_and_recovers_once_fixed()
 #[tokio::test]
 async fn standing_reference_errors_cause_no_write_storm() {
     let cluster = TestCluster::start();
-    cluster.apply(REGISTRY);
+    cluster.install_runtime_registry(RUNTIMES);
     let controllers = start_controllers(&cluster);
     let cases = cases();
     for case in &cases {
-        cluster.apply(case.bad);
+        apply_all(&cluster, &case.bad);
     }
     for case in &cases {
         failed_status(&kind_api(&cluster, case.kind), case).await;
     }
     // Let the last status and event writes land, then watch for ten seconds.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let reconciles_before = controllers.reconciles();
+    let reconciles_before = reconciles(&controllers);
     let writes = cluster.writes_during(Duration::from_secs(10)).await;
-    let reconciles = controllers.reconciles() - reconciles_before;
+    let reconciles = reconciles(&controllers) - reconciles_before;
     assert!(
         writes.is_empty(),
         "{} writes over 10 s for {} standing errors: {writes:#?}",

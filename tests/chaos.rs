@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
 use kaos_api::agent::Agent;
-use kaos_tests::processes::{ChartCluster, POLL, Scratch, apply_yaml};
+use kaos_harness::processes::{ChartCluster, POLL, Scratch, apply_yaml};
 use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Api, ResourceExt};

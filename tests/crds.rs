@@ -1,7 +1,7 @@
 //! The committed CRDs in `deploy/crds/` are exactly what the code generates, small enough for a
 //! plain `kubectl apply`, and structural (as kube-apiserver requires of every CRD).
 
-use kaos_tests::repo_root;
+use kaos_harness::repo_root;
 use serde_json::Value;
 
 const REGENERATE: &str = "cargo run -p kaos-api --bin crdgen -- --write deploy/crds";

@@ -16,11 +16,11 @@ use kaos_api::agent::Agent;
 use kaos_api::mcpserver::MCPServer;
 use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
-use kaos_tests::processes::{
+use kaos_harness::processes::{
     POLL, Process, Scratch, apply_yaml, client, http_get, sample, scrape, serve_testkit,
     start_controller,
 };
-use kaos_tests::{EXAMPLE_CREDENTIALS, example_files, repo_root};
+use kaos_harness::{EXAMPLE_CREDENTIALS, example_files, repo_root};
 use kube::Api;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};

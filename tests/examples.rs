@@ -8,7 +8,7 @@ use kaos_api::mcpserver::MCPServer;
 use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
 use kaos_api::workflow::{AgentWorkflow, AgentWorkflowRun};
-use kaos_tests::{Schemas, example_files, repo_root, yaml_documents};
+use kaos_harness::{Schemas, example_files, repo_root, yaml_documents};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use kaos_api::modelapi::ModelAPI;
-use kaos_tests::processes::{ChartCluster, POLL, Scratch, apply_yaml, scrape};
+use kaos_harness::processes::{ChartCluster, POLL, Scratch, apply_yaml, scrape};
 use kube::Api;
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::Value;

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use kaos_tests::repo_root;
+use kaos_harness::repo_root;
 use regex::Regex;
 
 const DOC: &str = "docs/troubleshooting.md";

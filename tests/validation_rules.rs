@@ -5,8 +5,8 @@ use kaos_api::agent::Agent;
 use kaos_api::mcpserver::MCPServer;
 use kaos_api::modelapi::ModelAPI;
 use kaos_api::workflow::{AgentWorkflow, AgentWorkflowRun, ConcurrencyPolicy, RunTrigger};
-use kaos_testkit::schema::{CrdSchema, FieldError, UnknownFields};
-use kaos_tests::Schemas;
+use kaos_harness::Schemas;
+use kaos_schema::{CrdSchema, FieldError, UnknownFields};
 use serde_json::{Value, json};
 
 fn agent(spec: Value) -> Value {

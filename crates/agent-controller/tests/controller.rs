@@ -4,64 +4,47 @@ mod support;
 
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
-use kaos_api::agent::AgentPhase;
+use kaos_api::agent::{Agent, AgentPhase};
 use kaos_api::mcpserver::MCPServer;
-use kaos_api::modelapi::ModelAPI;
-use kaos_tests::cluster::eventually;
-use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kaos_harness::cluster::eventually;
+use kaos_harness::deployments::{env_of, env_value};
+use kaos_harness::fixtures::*;
+use kaos_harness::status::{Conditioned, Phased};
 use serde_json::json;
-use support::*;
+use support::{llm, start};
 
 #[tokio::test]
 async fn waits_for_an_unready_model_api_and_becomes_ready_after_it() {
-    let h = start().await;
-    model_api(&h, false).await;
-    apply(
-        &h,
-        "Agent",
-        "worker",
-        json!({"modelAPI": "llm", "model": "openai/gpt-4o"}),
-    );
-    let waiting = until(&h, "worker", "Waiting", |a| {
-        phase(a) == Some(AgentPhase::Waiting)
-    })
-    .await;
-    assert_eq!(message(&waiting), "ModelAPI llm is not ready");
-    let dependencies = waiting
-        .status
-        .as_ref()
-        .expect("status")
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "DependenciesReady")
-        .cloned()
-        .expect("condition");
+    let h = start();
+    h.apply_with_status(&llm().pending()).await;
+    h.apply(&Agent::test("worker"));
+    let waiting = h.until_phase::<Agent>("worker", AgentPhase::Waiting).await;
+    assert_eq!(waiting.message(), "ModelAPI llm is not ready");
+    let dependencies = waiting.condition("DependenciesReady").expect("condition");
     assert_eq!(
         (dependencies.status.as_str(), dependencies.reason.as_str()),
         ("False", "ModelAPINotReady")
     );
     assert!(
-        h.deployments.get("agent-worker").await.is_err(),
+        h.get_opt::<Deployment>("agent-worker").await.is_none(),
         "nothing deployed while waiting"
     );
 
     // What a waiting agent reads of an unready ModelAPI is its readiness: a new endpoint
     // published on the way to Ready wakes no waiting agent.
-    set_status::<ModelAPI>(&h, "llm", false, "http://modelapi-llm.default.svc:8000").await;
-    let (woken, writes) = idle(&h, Duration::from_secs(2)).await;
+    let moved = llm().pending_at("http://modelapi-llm.default.svc:8000");
+    h.write_status(&moved).await;
+    let (woken, writes) = h.idle(Duration::from_secs(2)).await;
     assert_eq!(
         (woken, writes),
         (0.0, Vec::<String>::new()),
         "an unready ModelAPI's new endpoint wakes no waiting agent"
     );
 
-    model_api_turns_ready(&h).await;
-    let ready = until(&h, "worker", "Ready", |a| {
-        phase(a) == Some(AgentPhase::Ready)
-    })
-    .await;
+    h.write_status(&llm().ready()).await;
+    let ready = h.until_phase::<Agent>("worker", AgentPhase::Ready).await;
     let status = ready.status.expect("status");
     assert_eq!(
         status.endpoint.as_deref(),
@@ -71,149 +54,88 @@ async fn waits_for_an_unready_model_api_and_becomes_ready_after_it() {
         status.linked_resources.get("modelapi").map(String::as_str),
         Some("llm")
     );
-    let env = env_of(&h.deployments.get("agent-worker").await.expect("deployment"));
-    assert!(env.contains(&(
-        "MODEL_API_URL".to_string(),
-        "http://modelapi-llm.default.svc.cluster.local:8000".to_string()
-    )));
+    let deployment = h.get::<Deployment>("agent-worker").await;
+    assert_eq!(
+        env_value(&deployment, "MODEL_API_URL").as_deref(),
+        Some("http://modelapi-llm.default.svc.cluster.local:8000")
+    );
 }
 
 #[tokio::test]
 async fn a_missing_mcp_server_fails_and_recovers_when_created() {
-    let h = start().await;
-    model_api(&h, true).await;
-    apply(
-        &h,
-        "Agent",
-        "tooled",
-        json!({"modelAPI": "llm", "model": "openai/gpt-4o", "mcpServers": ["tools"]}),
-    );
-    let failed = until(&h, "tooled", "Failed", |a| {
-        phase(a) == Some(AgentPhase::Failed)
-    })
-    .await;
+    let h = start();
+    h.apply_with_status(&llm().ready()).await;
+    h.apply(&Agent::test("tooled").mcp_servers(["tools"]));
+    let failed = h.until_phase::<Agent>("tooled", AgentPhase::Failed).await;
     assert!(
-        message(&failed).starts_with("Failed to resolve MCPServer tools"),
+        failed
+            .message()
+            .starts_with("Failed to resolve MCPServer tools"),
         "{}",
-        message(&failed)
+        failed.message()
     );
-    apply(
-        &h,
-        "MCPServer",
-        "tools",
-        json!({"runtime": "python-string"}),
+    let tools = MCPServer::test("tools").ready();
+    h.apply_with_status(&tools).await;
+    h.until_phase::<Agent>("tooled", AgentPhase::Ready).await;
+    let deployment = h.get::<Deployment>("agent-tooled").await;
+    assert_eq!(
+        env_value(&deployment, "MCP_SERVERS").as_deref(),
+        Some("tools")
     );
-    set_status::<MCPServer>(
-        &h,
-        "tools",
-        true,
-        "http://mcpserver-tools.default.svc.cluster.local:8000",
-    )
-    .await;
-    until(&h, "tooled", "Ready", |a| {
-        phase(a) == Some(AgentPhase::Ready)
-    })
-    .await;
-    let env = env_of(&h.deployments.get("agent-tooled").await.expect("deployment"));
-    assert!(env.contains(&("MCP_SERVERS".to_string(), "tools".to_string())));
-    assert!(env.contains(&(
-        "MCP_SERVER_tools_URL".to_string(),
-        "http://mcpserver-tools.default.svc.cluster.local:8000".to_string()
-    )));
+    assert_eq!(
+        env_value(&deployment, "MCP_SERVER_tools_URL").as_deref(),
+        Some("http://mcpserver-tools.default.svc.cluster.local:8000")
+    );
 }
 
 #[tokio::test]
 async fn an_unsupported_model_fails_with_the_supported_list() {
-    let h = start().await;
-    model_api(&h, true).await;
-    apply(
-        &h,
-        "Agent",
-        "picky",
-        json!({"modelAPI": "llm", "model": "anthropic/claude"}),
-    );
-    let failed = until(&h, "picky", "Failed", |a| {
-        phase(a) == Some(AgentPhase::Failed)
-    })
-    .await;
+    let h = start();
+    h.apply_with_status(&llm().ready()).await;
+    h.apply(&Agent::test("picky").model("anthropic/claude"));
+    let failed = h.until_phase::<Agent>("picky", AgentPhase::Failed).await;
     assert_eq!(
-        message(&failed),
+        failed.message(),
         "model anthropic/claude not found in models list of ModelAPI llm: [openai/*]"
     );
 }
 
 #[tokio::test]
 async fn a_coordinator_learns_its_peer_once_the_peer_has_an_endpoint() {
-    let h = start().await;
-    model_api(&h, true).await;
-    apply(
-        &h,
-        "Agent",
-        "coordinator",
-        json!({"modelAPI": "llm", "model": "openai/gpt-4o", "agentNetwork": {"access": ["research-bot"]}}),
-    );
-    until(&h, "coordinator", "Ready", |a| {
-        phase(a) == Some(AgentPhase::Ready)
-    })
-    .await;
-    let before = env_of(
-        &h.deployments
-            .get("agent-coordinator")
-            .await
-            .expect("deployment"),
-    );
+    let h = start();
+    h.apply_with_status(&llm().ready()).await;
+    h.apply(&Agent::test("coordinator").peers(["research-bot"]));
+    h.until_phase::<Agent>("coordinator", AgentPhase::Ready)
+        .await;
+    let before = env_of(&h.get::<Deployment>("agent-coordinator").await);
     assert!(
         !before.iter().any(|(n, _)| n == "PEER_AGENTS"),
         "the peer does not exist yet"
     );
     // The peer is created later; the coordinator is never edited.
-    apply(
-        &h,
-        "Agent",
-        "research-bot",
-        json!({"modelAPI": "llm", "model": "openai/gpt-4o"}),
-    );
+    h.apply(&Agent::test("research-bot"));
     eventually("the coordinator knows its peer", || async {
-        let env = env_of(&h.deployments.get("agent-coordinator").await.ok()?);
-        env.contains(&("PEER_AGENTS".to_string(), "research-bot".to_string()))
-            .then_some(())
+        let deployment = h.get_opt::<Deployment>("agent-coordinator").await?;
+        (env_value(&deployment, "PEER_AGENTS").as_deref() == Some("research-bot")).then_some(())
     })
     .await;
-    let env = env_of(
-        &h.deployments
-            .get("agent-coordinator")
-            .await
-            .expect("deployment"),
+    let deployment = h.get::<Deployment>("agent-coordinator").await;
+    assert_eq!(
+        env_value(&deployment, "PEER_AGENT_RESEARCH_BOT_CARD_URL").as_deref(),
+        Some("http://agent-research-bot.default.svc.cluster.local:8000")
     );
-    assert!(env.contains(&(
-        "PEER_AGENT_RESEARCH_BOT_CARD_URL".to_string(),
-        "http://agent-research-bot.default.svc.cluster.local:8000".to_string()
-    )));
 }
 
 #[tokio::test]
 async fn a_peer_that_cannot_be_built_is_not_listed() {
-    let h = start().await;
-    model_api(&h, true).await;
-    apply(
-        &h,
-        "Agent",
-        "broken",
-        json!({"modelAPI": "missing", "model": "openai/gpt-4o"}),
-    );
-    apply(
-        &h,
-        "Agent",
-        "lead",
-        json!({"modelAPI": "llm", "model": "openai/gpt-4o", "agentNetwork": {"access": ["broken"]}}),
-    );
-    until(&h, "broken", "Failed", |a| {
-        phase(a) == Some(AgentPhase::Failed)
-    })
-    .await;
-    until(&h, "lead", "Ready", |a| phase(a) == Some(AgentPhase::Ready)).await;
+    let h = start();
+    h.apply_with_status(&llm().ready()).await;
+    h.apply(&Agent::test("broken").model_api("missing"));
+    h.apply(&Agent::test("lead").peers(["broken"]));
+    h.until_phase::<Agent>("broken", AgentPhase::Failed).await;
+    h.until_phase::<Agent>("lead", AgentPhase::Ready).await;
     eventually("the lead does not list its failed peer", || async {
-        let env = env_of(&h.deployments.get("agent-lead").await.ok()?);
+        let env = env_of(&h.get_opt::<Deployment>("agent-lead").await?);
         (!env.iter().any(|(n, _)| n.starts_with("PEER_AGENT"))).then_some(())
     })
     .await;
@@ -221,52 +143,38 @@ async fn a_peer_that_cannot_be_built_is_not_listed() {
 
 #[tokio::test]
 async fn editing_instructions_rolls_once_and_expose_false_removes_the_service() {
-    let h = start().await;
-    model_api(&h, true).await;
-    apply(
-        &h,
-        "Agent",
-        "a",
-        json!({"modelAPI": "llm", "model": "openai/gpt-4o", "config": {"instructions": "v1"}}),
-    );
-    until(&h, "a", "Ready", |a| phase(a) == Some(AgentPhase::Ready)).await;
+    let h = start();
+    h.apply_with_status(&llm().ready()).await;
+    h.apply(&Agent::test("a").instructions("v1"));
+    h.until_phase::<Agent>("a", AgentPhase::Ready).await;
     let before = h
-        .deployments
-        .get("agent-a")
+        .get::<Deployment>("agent-a")
         .await
-        .expect("deployment")
         .metadata
         .generation
         .unwrap_or(0);
     let patch = json!({"spec": {"config": {"instructions": "v2"}}});
-    h.agents
-        .patch("a", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .expect("patch");
-    until(&h, "a", "observed at generation 2", |a| {
+    h.merge_patch::<Agent>("a", patch).await;
+    h.until("a", "observed at generation 2", |a: &Agent| {
         a.status.as_ref().and_then(|s| s.observed_generation) == Some(2)
     })
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let after = h.deployments.get("agent-a").await.expect("deployment");
+    let after = h.get::<Deployment>("agent-a").await;
     assert_eq!(
         after.metadata.generation,
         Some(before + 1),
         "rolled once and only once"
     );
-    assert!(env_of(&after).contains(&("AGENT_INSTRUCTIONS".to_string(), "v2".to_string())));
+    assert_eq!(
+        env_value(&after, "AGENT_INSTRUCTIONS").as_deref(),
+        Some("v2")
+    );
 
     let hide = json!({"spec": {"agentNetwork": {"expose": false}}});
-    h.agents
-        .patch("a", &PatchParams::default(), &Patch::Merge(&hide))
-        .await
-        .expect("patch");
-    let services: Api<Service> = Api::default_namespaced(h.cluster.client.clone());
-    eventually("the Service is gone", || async {
-        services.get("agent-a").await.is_err().then_some(())
-    })
-    .await;
-    until(&h, "a", "without an endpoint", |a| {
+    h.merge_patch::<Agent>("a", hide).await;
+    h.until_gone::<Service>("agent-a").await;
+    h.until("a", "without an endpoint", |a: &Agent| {
         a.status.as_ref().is_some_and(|s| s.endpoint.is_none())
     })
     .await;
@@ -274,72 +182,37 @@ async fn editing_instructions_rolls_once_and_expose_false_removes_the_service() 
 
 #[tokio::test]
 async fn deletion_removes_children_and_idle_makes_no_writes() {
-    let h = start().await;
-    model_api(&h, true).await;
-    apply(
-        &h,
-        "Agent",
-        "stay",
-        json!({"modelAPI": "llm", "model": "openai/gpt-4o", "agentNetwork": {"access": ["gone"]}}),
-    );
-    apply(
-        &h,
-        "Agent",
-        "gone",
-        json!({"modelAPI": "llm", "model": "openai/gpt-4o"}),
-    );
-    until(&h, "stay", "Ready", |a| phase(a) == Some(AgentPhase::Ready)).await;
-    until(&h, "gone", "Ready", |a| phase(a) == Some(AgentPhase::Ready)).await;
-    h.agents
-        .delete("gone", &DeleteParams::default())
-        .await
-        .expect("delete");
-    let services: Api<Service> = Api::default_namespaced(h.cluster.client.clone());
-    eventually("the agent and its children are gone", || async {
-        let gone = h.agents.get("gone").await.is_err()
-            && h.deployments.get("agent-gone").await.is_err()
-            && services.get("agent-gone").await.is_err();
-        gone.then_some(())
-    })
-    .await;
+    let h = start();
+    h.apply_with_status(&llm().ready()).await;
+    h.apply(&Agent::test("stay").peers(["gone"]));
+    h.apply(&Agent::test("gone"));
+    h.until_phase::<Agent>("stay", AgentPhase::Ready).await;
+    h.until_phase::<Agent>("gone", AgentPhase::Ready).await;
+    h.delete::<Agent>("gone").await;
+    h.until_gone_with_workload::<Agent>("gone").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let writes = h.cluster.writes_during(Duration::from_secs(10)).await;
-    assert!(writes.is_empty(), "writes while idle: {writes:?}");
+    h.assert_no_writes_during(Duration::from_secs(10)).await;
 }
 
 #[tokio::test]
 async fn a_claimed_security_id_fails_the_newer_agent_until_the_holder_goes() {
-    let h = start().await;
-    model_api(&h, true).await;
-    let spec = json!({"modelAPI": "llm", "model": "openai/gpt-4o", "security": {"id": "support"}});
-    apply(&h, "Agent", "a-old", spec.clone());
-    until(&h, "a-old", "Ready", |a| {
-        phase(a) == Some(AgentPhase::Ready)
-    })
-    .await;
-    apply(&h, "Agent", "b-new", spec);
-    let failed = until(&h, "b-new", "Failed", |a| {
-        phase(a) == Some(AgentPhase::Failed)
-    })
-    .await;
+    let h = start();
+    h.apply_with_status(&llm().ready()).await;
+    h.apply(&Agent::test("a-old").security_id("support"));
+    h.until_phase::<Agent>("a-old", AgentPhase::Ready).await;
+    h.apply(&Agent::test("b-new").security_id("support"));
+    let failed = h.until_phase::<Agent>("b-new", AgentPhase::Failed).await;
     assert_eq!(
-        message(&failed),
+        failed.message(),
         "security.id \"support\" already in use by default/a-old"
     );
     assert!(
-        h.deployments
-            .get_opt("agent-b-new")
-            .await
-            .expect("get")
-            .is_none(),
+        h.get_opt::<Deployment>("agent-b-new").await.is_none(),
         "the loser creates nothing"
     );
-    h.agents
-        .delete("a-old", &DeleteParams::default())
-        .await
-        .expect("delete");
-    until(&h, "b-new", "Ready once the holder is gone", |a| {
-        phase(a) == Some(AgentPhase::Ready)
+    h.delete::<Agent>("a-old").await;
+    h.until("b-new", "Ready once the holder is gone", |a: &Agent| {
+        a.phase() == Some(AgentPhase::Ready)
     })
     .await;
 }

@@ -6,8 +6,9 @@ use agent_controller::build::build;
 use agent_controller::resolve::{Blocked, BoundMemory, Resolved, bind_memory};
 use agent_controller::settings::{Args, Settings};
 use clap::Parser;
-use kaos_api::agent::Agent;
+use kaos_api::agent::{Agent, MemoryConfig, MemoryType};
 use kaos_api::memorystore::{MemoryStore, ReadScope};
+use kaos_harness::fixtures::*;
 use serde_json::{Value, json};
 
 fn settings() -> Settings {
@@ -16,25 +17,25 @@ fn settings() -> Settings {
         .settings
 }
 
-fn agent(spec: Value) -> Agent {
-    serde_json::from_value(json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "Agent",
-        "metadata": {"name": "support", "namespace": "team", "uid": "u-a"}, "spec": spec}))
-    .expect("Agent")
+/// Agent `support` of namespace `team`, as stored (with a uid), on model `m`.
+fn support() -> Agent {
+    Agent::test("support")
+        .in_namespace("team")
+        .with_uid("u-a")
+        .model("m")
 }
 
-fn store(ready: bool, max_read_scope: Option<&str>) -> MemoryStore {
-    let mut spec = json!({"storage": {"type": "local"},
-        "models": {"summarization": {"modelAPI": "llm", "model": "s"},
-                   "embedding": {"modelAPI": "llm", "model": "e"}}});
+/// MemoryStore `mem` of namespace `team`, ready or not, with its own read scope ceiling.
+fn store(ready: bool, max_read_scope: Option<ReadScope>) -> MemoryStore {
+    let mut store = MemoryStore::test("mem").in_namespace("team");
     if let Some(scope) = max_read_scope {
-        spec["maxReadScope"] = json!(scope);
+        store = store.max_read_scope(scope);
     }
-    serde_json::from_value(
-        json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "MemoryStore",
-        "metadata": {"name": "mem", "namespace": "team"}, "spec": spec,
-        "status": {"ready": ready}}),
-    )
-    .expect("MemoryStore")
+    if ready {
+        store.ready()
+    } else {
+        store.pending()
+    }
 }
 
 fn env_of(agent: &Agent, resolved: &Resolved) -> Vec<(String, String)> {
@@ -61,8 +62,9 @@ fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Every field KAOS 0.8.4 added, as a manifest writes them (the spec is what is under test).
 fn rich_084_agent() -> Agent {
-    agent(json!({
+    let spec: Value = json!({
         "modelAPI": "llm", "model": "gpt-4o-mini",
         "security": {"id": "support.bot"},
         "config": {
@@ -75,7 +77,11 @@ fn rich_084_agent() -> Agent {
             "taskConfig": {"maxIterations": 5, "maxRuntimeSeconds": 300, "maxToolCalls": 20}
         },
         "container": {"env": [{"name": "DEBUG_MOCK_RESPONSES", "value": "[\"hi\"]"}]}
-    }))
+    });
+    Agent {
+        spec: serde_json::from_value(spec).expect("an Agent spec"),
+        ..support()
+    }
 }
 
 #[test]
@@ -130,8 +136,10 @@ fn the_full_env_list_of_a_rich_084_agent_in_order() {
 
 #[test]
 fn an_agent_without_the_new_fields_keeps_its_environment() {
-    let agent = agent(json!({"modelAPI": "llm", "model": "m",
-        "config": {"memory": {"enabled": false}}}));
+    let agent = support().memory(MemoryConfig {
+        enabled: false,
+        ..MemoryConfig::default()
+    });
     let resolved = Resolved {
         model_api_url: "http://api".into(),
         ..Default::default()
@@ -160,8 +168,12 @@ fn an_agent_without_the_new_fields_keeps_its_environment() {
 
 #[test]
 fn the_identity_is_the_namespace_and_name_without_a_security_id() {
-    let agent = agent(json!({"modelAPI": "llm", "model": "m",
-        "config": {"memory": {"type": "remote", "memoryStore": "mem"}}}));
+    let agent = support()
+        .memory(MemoryConfig {
+            memory_type: Some(MemoryType::Remote),
+            ..MemoryConfig::default()
+        })
+        .memory_store("mem");
     let memory = bind_memory(&agent, Some(&store(true, None)), true).expect("bound");
     let resolved = Resolved {
         memory,
@@ -177,8 +189,7 @@ fn the_identity_is_the_namespace_and_name_without_a_security_id() {
 
 #[test]
 fn a_missing_or_unready_store_holds_back_only_the_first_deployment() {
-    let agent = agent(json!({"modelAPI": "llm", "model": "m",
-        "config": {"memory": {"memoryStore": "mem"}}}));
+    let agent = support().memory_store("mem");
     assert_eq!(
         bind_memory(&agent, None, true),
         Err(Blocked {
@@ -225,10 +236,11 @@ fn a_missing_or_unready_store_holds_back_only_the_first_deployment() {
 
 #[test]
 fn an_agent_may_not_read_wider_than_its_store_allows() {
-    let agent = agent(json!({"modelAPI": "llm", "model": "m",
-        "config": {"memory": {"memoryStore": "mem", "maxReadScope": "user"}}}));
+    let agent = support()
+        .memory_store("mem")
+        .memory_read_scope(ReadScope::User);
     assert_eq!(
-        bind_memory(&agent, Some(&store(true, Some("agent"))), false),
+        bind_memory(&agent, Some(&store(true, Some(ReadScope::Agent))), false),
         Err(Blocked {
             waiting: false,
             reason: "InvalidMemoryReadScope",
@@ -236,7 +248,7 @@ fn an_agent_may_not_read_wider_than_its_store_allows() {
                 .into()
         })
     );
-    let bound = bind_memory(&agent, Some(&store(true, Some("user"))), false)
+    let bound = bind_memory(&agent, Some(&store(true, Some(ReadScope::User))), false)
         .expect("allowed")
         .expect("bound");
     assert_eq!(bound.max_read_scope, ReadScope::User);

@@ -5,66 +5,32 @@ mod support;
 
 use std::time::Duration;
 
-use kaos_api::agent::{Agent, AgentPhase};
-use kaos_api::memorystore::MemoryStore;
-use serde_json::json;
-use support::*;
+use k8s_openapi::api::apps::v1::Deployment;
+use kaos_api::agent::{Agent, AgentPhase, MemoryTools};
+use kaos_api::memorystore::{MemoryStore, ReadScope};
+use kaos_harness::deployments::env_of;
+use kaos_harness::fixtures::*;
+use kaos_harness::status::{Conditioned, Phased};
+use support::{llm, start};
 
 fn memory_degraded(agent: &Agent) -> Option<(String, String, String)> {
-    agent
-        .status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "MemoryDegraded")
-        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
-}
-
-fn memory_store(h: &Harness) {
-    apply(
-        h,
-        "MemoryStore",
-        "mem",
-        json!({"storage": {"type": "local"},
-               "models": {"summarization": {"modelAPI": "llm", "model": "openai/gpt-4o-mini"},
-                          "embedding": {"modelAPI": "llm", "model": "openai/text-embedding-3-small"}}}),
-    );
-}
-
-async fn store_ready(h: &Harness, ready: bool) {
-    set_status::<MemoryStore>(
-        h,
-        "mem",
-        ready,
-        "http://memorystore-mem.default.svc.cluster.local:8080",
-    )
-    .await;
+    agent.condition_state("MemoryDegraded")
 }
 
 #[tokio::test]
 async fn waits_for_its_store_then_reports_it_degraded_without_rolling() {
-    let h = start().await;
-    model_api(&h, true).await;
-    apply(
-        &h,
-        "Agent",
-        "support",
-        json!({"modelAPI": "llm", "model": "openai/gpt-4o",
-               "config": {"memory": {"memoryStore": "mem", "tools": "read"}}}),
-    );
-    let waiting = until(&h, "support", "Waiting", |a| {
-        phase(a) == Some(AgentPhase::Waiting)
-    })
-    .await;
-    assert_eq!(message(&waiting), "MemoryStore mem not found");
-    assert!(h.deployments.get("agent-support").await.is_err());
+    let h = start();
+    h.apply_with_status(&llm().ready()).await;
+    let support = Agent::test("support")
+        .memory_store("mem")
+        .memory_tools(MemoryTools::Read);
+    h.apply(&support);
+    let waiting = h.until_phase::<Agent>("support", AgentPhase::Waiting).await;
+    assert_eq!(waiting.message(), "MemoryStore mem not found");
+    assert!(h.get_opt::<Deployment>("agent-support").await.is_none());
 
-    memory_store(&h);
-    store_ready(&h, true).await;
-    let ready = until(&h, "support", "Ready", |a| {
-        phase(a) == Some(AgentPhase::Ready)
-    })
-    .await;
+    h.apply_with_status(&MemoryStore::test("mem").ready()).await;
+    let ready = h.until_phase::<Agent>("support", AgentPhase::Ready).await;
     assert_eq!(
         memory_degraded(&ready),
         Some((
@@ -81,11 +47,7 @@ async fn waits_for_its_store_then_reports_it_degraded_without_rolling() {
             .map(String::as_str),
         Some("mem")
     );
-    let deployment = h
-        .deployments
-        .get("agent-support")
-        .await
-        .expect("deployment");
+    let deployment = h.get::<Deployment>("agent-support").await;
     let env = env_of(&deployment);
     for expected in [
         ("MEMORY_TYPE", "remote"),
@@ -104,11 +66,12 @@ async fn waits_for_its_store_then_reports_it_degraded_without_rolling() {
     }
 
     // The store goes down: the agent stays up and says so, and its pods are not rolled.
-    store_ready(&h, false).await;
-    let degraded = until(&h, "support", "degraded", |a| {
-        memory_degraded(a).is_some_and(|(status, _, _)| status == "True")
-    })
-    .await;
+    h.write_status(&MemoryStore::test("mem").pending()).await;
+    let degraded = h
+        .until("support", "degraded", |a: &Agent| {
+            memory_degraded(a).is_some_and(|(status, _, _)| status == "True")
+        })
+        .await;
     assert_eq!(
         memory_degraded(&degraded),
         Some((
@@ -117,68 +80,45 @@ async fn waits_for_its_store_then_reports_it_degraded_without_rolling() {
             "MemoryStore mem is not ready".into()
         ))
     );
-    assert_eq!(phase(&degraded), Some(AgentPhase::Ready));
-    let after = h
-        .deployments
-        .get("agent-support")
-        .await
-        .expect("deployment");
+    assert_eq!(degraded.phase(), Some(AgentPhase::Ready));
+    let after = h.get::<Deployment>("agent-support").await;
     assert_eq!(
         after.metadata.generation, deployment.metadata.generation,
         "the Deployment is not rewritten"
     );
 
     // Back up, then steady: no reconcile and no write.
-    store_ready(&h, true).await;
-    until(&h, "support", "healthy again", |a| {
+    h.write_status(&MemoryStore::test("mem").ready()).await;
+    h.until("support", "healthy again", |a: &Agent| {
         memory_degraded(a).is_some_and(|(status, _, _)| status == "False")
     })
     .await;
-    let (reconciles, writes) = idle(&h, Duration::from_secs(2)).await;
+    let (reconciles, writes) = h.idle(Duration::from_secs(2)).await;
     assert_eq!((reconciles, writes), (0.0, Vec::<String>::new()));
 }
 
 #[tokio::test]
 async fn a_scope_above_the_store_ceiling_fails_until_fixed_and_dropping_memory_clears_the_condition()
  {
-    let h = start().await;
-    model_api(&h, true).await;
-    memory_store(&h);
-    store_ready(&h, true).await;
-    apply(
-        &h,
-        "Agent",
-        "reader",
-        json!({"modelAPI": "llm", "model": "openai/gpt-4o",
-               "config": {"memory": {"memoryStore": "mem", "maxReadScope": "user"}}}),
-    );
-    let failed = until(&h, "reader", "Failed", |a| {
-        phase(a) == Some(AgentPhase::Failed)
-    })
-    .await;
+    let h = start();
+    h.apply_with_status(&llm().ready()).await;
+    h.apply_with_status(&MemoryStore::test("mem").ready()).await;
+    let reader = |scope| {
+        Agent::test("reader")
+            .memory_store("mem")
+            .memory_read_scope(scope)
+    };
+    h.apply(&reader(ReadScope::User));
+    let failed = h.until_phase::<Agent>("reader", AgentPhase::Failed).await;
     assert_eq!(
-        message(&failed),
+        failed.message(),
         "config.memory.maxReadScope user exceeds MemoryStore mem maxReadScope agent"
     );
-    apply(
-        &h,
-        "Agent",
-        "reader",
-        json!({"modelAPI": "llm", "model": "openai/gpt-4o",
-               "config": {"memory": {"memoryStore": "mem", "maxReadScope": "agent"}}}),
-    );
-    let ready = until(&h, "reader", "Ready", |a| {
-        phase(a) == Some(AgentPhase::Ready)
-    })
-    .await;
+    h.apply(&reader(ReadScope::Agent));
+    let ready = h.until_phase::<Agent>("reader", AgentPhase::Ready).await;
     assert!(memory_degraded(&ready).is_some());
-    apply(
-        &h,
-        "Agent",
-        "reader",
-        json!({"modelAPI": "llm", "model": "openai/gpt-4o"}),
-    );
-    until(&h, "reader", "without a memory condition", |a| {
+    h.apply(&Agent::test("reader"));
+    h.until("reader", "without a memory condition", |a: &Agent| {
         memory_degraded(a).is_none()
             && a.status
                 .as_ref()

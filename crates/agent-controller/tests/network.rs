@@ -7,12 +7,14 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use kaos_api::agent::AgentPhase;
-use kaos_tests::cluster::eventually;
-use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kaos_api::agent::{Agent, AgentPhase};
+use kaos_harness::cluster::{TestCluster, eventually};
+use kaos_harness::fixtures::*;
 use serde_json::{Value, json};
-use support::*;
+use support::{llm, start_with};
+
+/// An agent network listing no peers.
+const NO_PEERS: [&str; 0] = [];
 
 /// The agents a policy admits (ingress) and reaches (egress), by their `agent` pod label.
 fn agents_in(policy: &NetworkPolicy) -> (BTreeSet<String>, BTreeSet<String>) {
@@ -36,8 +38,7 @@ fn agents_in(policy: &NetworkPolicy) -> (BTreeSet<String>, BTreeSet<String>) {
     )
 }
 
-async fn policy_of(h: &Harness, agent: &str, admits: &[&str], reaches: &[&str]) {
-    let policies: Api<NetworkPolicy> = Api::default_namespaced(h.cluster.client.clone());
+async fn policy_of(cluster: &TestCluster, agent: &str, admits: &[&str], reaches: &[&str]) {
     let wanted = (
         admits
             .iter()
@@ -50,31 +51,29 @@ async fn policy_of(h: &Harness, agent: &str, admits: &[&str], reaches: &[&str]) 
     );
     let what = format!("agent-{agent} admits {admits:?} and reaches {reaches:?}");
     eventually(&what, || async {
-        let policy = policies.get_opt(&format!("agent-{agent}")).await.ok()??;
+        let policy = cluster
+            .get_opt::<NetworkPolicy>(&format!("agent-{agent}"))
+            .await?;
         (agents_in(&policy) == wanted).then_some(())
     })
     .await;
 }
 
-fn access(peers: &[&str]) -> Value {
-    json!({"modelAPI": "llm", "model": "openai/gpt-4o", "agentNetwork": {"access": peers}})
-}
-
 #[tokio::test]
 async fn policies_follow_the_graph_as_peers_are_gained_lost_and_deleted() {
-    let h = start_with(&["--network-policy-enabled=true"]).await;
-    model_api(&h, true).await;
-    apply(&h, "Agent", "a", access(&["b"]));
-    apply(&h, "Agent", "b", access(&[]));
-    apply(&h, "Agent", "c", access(&[]));
+    let h = start_with(&["--network-policy-enabled=true"]);
+    h.apply_with_status(&llm().ready()).await;
+    h.apply(&Agent::test("a").peers(["b"]));
+    h.apply(&Agent::test("b").peers(NO_PEERS));
+    h.apply(&Agent::test("c").peers(NO_PEERS));
     for name in ["a", "b", "c"] {
-        until(&h, name, "Ready", |a| phase(a) == Some(AgentPhase::Ready)).await;
+        h.until_phase::<Agent>(name, AgentPhase::Ready).await;
     }
     policy_of(&h, "a", &[], &["b"]).await;
     policy_of(&h, "b", &["a"], &[]).await;
     policy_of(&h, "c", &[], &[]).await;
-    let policies: Api<NetworkPolicy> = Api::default_namespaced(h.cluster.client.clone());
-    let a = serde_json::to_value(policies.get("agent-a").await.expect("policy")).expect("json");
+    let a = h.get::<NetworkPolicy>("agent-a").await;
+    let a = serde_json::to_value(a).expect("json");
     assert_eq!(a["spec"]["policyTypes"], json!(["Ingress", "Egress"]));
     assert_eq!(a["spec"]["podSelector"]["matchLabels"]["agent"], "a");
     let egress = a["spec"]["egress"].to_string();
@@ -84,29 +83,20 @@ async fn policies_follow_the_graph_as_peers_are_gained_lost_and_deleted() {
     );
 
     // a switches from b to c: b stops admitting a, c starts.
-    h.agents
-        .patch(
-            "a",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"agentNetwork": {"access": ["c"]}}})),
-        )
-        .await
-        .expect("edit");
+    let edit = json!({"spec": {"agentNetwork": {"access": ["c"]}}});
+    h.merge_patch::<Agent>("a", edit).await;
     policy_of(&h, "a", &[], &["c"]).await;
     policy_of(&h, "b", &[], &[]).await;
     policy_of(&h, "c", &["a"], &[]).await;
 
     // Settled: no reconcile and no write.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let (reconciles, writes) = idle(&h, Duration::from_secs(2)).await;
+    let (reconciles, writes) = h.idle(Duration::from_secs(2)).await;
     assert_eq!(reconciles, 0.0, "settled, but reconciled: {writes:?}");
     assert!(writes.is_empty(), "settled, but wrote {writes:?}");
 
     // a goes: c admits nobody.
-    h.agents
-        .delete("a", &DeleteParams::default())
-        .await
-        .expect("delete");
+    h.delete::<Agent>("a").await;
     policy_of(&h, "c", &[], &[]).await;
 }
 
@@ -115,11 +105,9 @@ async fn no_policy_where_policies_are_off() {
     let h = start_with(&[
         "--network-policy-enabled=true",
         "--network-policy-namespaces=elsewhere",
-    ])
-    .await;
-    model_api(&h, true).await;
-    apply(&h, "Agent", "a", access(&[]));
-    until(&h, "a", "Ready", |a| phase(a) == Some(AgentPhase::Ready)).await;
-    let policies: Api<NetworkPolicy> = Api::default_namespaced(h.cluster.client.clone());
-    assert!(policies.get_opt("agent-a").await.expect("get").is_none());
+    ]);
+    h.apply_with_status(&llm().ready()).await;
+    h.apply(&Agent::test("a").peers(NO_PEERS));
+    h.until_phase::<Agent>("a", AgentPhase::Ready).await;
+    assert!(h.get_opt::<NetworkPolicy>("agent-a").await.is_none());
 }

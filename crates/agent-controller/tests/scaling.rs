@@ -5,52 +5,43 @@ mod support;
 
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kaos_api::agent::AgentPhase;
-use kube::Api;
-use kube::api::{Patch, PatchParams};
+use kaos_api::agent::{Agent, AgentPhase};
+use kaos_harness::cluster::{TestCluster, eventually};
+use kaos_harness::deployments::{env_of, replicas_of};
+use kaos_harness::fixtures::*;
+use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use support::*;
+use support::{llm, start};
 
-fn replicas_of(d: &k8s_openapi::api::apps::v1::Deployment) -> Option<i32> {
-    d.spec.as_ref().and_then(|s| s.replicas)
-}
-
-async fn deployment_replicas(h: &Harness, wanted: i32) {
-    kaos_tests::cluster::eventually(&format!("the Deployment asks for {wanted}"), || async {
-        h.deployments
-            .get("agent-a")
-            .await
-            .ok()
-            .filter(|d| replicas_of(d) == Some(wanted))
-    })
-    .await;
+async fn deployment_replicas(cluster: &TestCluster, wanted: i32) {
+    let what = format!("asking for {wanted} pods");
+    cluster
+        .until("agent-a", &what, |d: &Deployment| {
+            replicas_of(d) == Some(wanted)
+        })
+        .await;
 }
 
 #[tokio::test]
 async fn kubectl_scale_agent_sets_its_replicas_and_the_budget_follows() {
-    let h = start().await;
-    model_api(&h, true).await;
-    apply(
-        &h,
-        "Agent",
-        "a",
-        json!({"modelAPI": "llm", "model": "openai/gpt-4o"}),
-    );
-    let agent = until(&h, "a", "Ready", |a| phase(a) == Some(AgentPhase::Ready)).await;
+    let h = start();
+    h.apply_with_status(&llm().ready()).await;
+    h.apply(&Agent::test("a"));
+    let agent = h.until_phase::<Agent>("a", AgentPhase::Ready).await;
     let status = agent.status.expect("status");
     assert_eq!(status.selector.as_deref(), Some("agent=a,app=agent"));
     assert_eq!(status.desired_replicas, Some(1));
-    let budgets: Api<PodDisruptionBudget> = Api::default_namespaced(h.cluster.client.clone());
     assert!(
-        budgets.get_opt("agent-a").await.expect("get").is_none(),
+        h.get_opt::<PodDisruptionBudget>("agent-a").await.is_none(),
         "one pod: no budget, so a drain is never blocked"
     );
 
     // No Scale to read while spec.replicas is unset (kube-apiserver answers 500)...
-    let unset = h
-        .agents
+    let agents = h.api::<Agent>();
+    let unset = agents
         .get_scale("a")
         .await
         .expect_err("no replicas to read");
@@ -61,7 +52,7 @@ async fn kubectl_scale_agent_sets_its_replicas_and_the_budget_follows() {
         "{unset}"
     );
     // ...but `kubectl scale agent a --replicas 3` (a patch of the scale subresource) works.
-    h.agents
+    agents
         .patch_scale(
             "a",
             &PatchParams::default(),
@@ -70,26 +61,26 @@ async fn kubectl_scale_agent_sets_its_replicas_and_the_budget_follows() {
         .await
         .expect("scale agent");
     deployment_replicas(&h, 3).await;
-    let scale = h.agents.get_scale("a").await.expect("scale");
+    let scale = agents.get_scale("a").await.expect("scale");
     assert_eq!(scale.spec.and_then(|s| s.replicas), Some(3));
     assert_eq!(
         scale.status.as_ref().and_then(|s| s.selector.as_deref()),
         Some("agent=a,app=agent")
     );
-    let budget = kaos_tests::cluster::eventually("a budget at three pods", || async {
-        budgets.get_opt("agent-a").await.ok().flatten()
+    let budget = eventually("a budget at three pods", || async {
+        h.get_opt::<PodDisruptionBudget>("agent-a").await
     })
     .await;
     let spec = serde_json::to_value(budget.spec).expect("json");
     assert_eq!(spec["maxUnavailable"], 1);
     assert_eq!(spec["selector"]["matchLabels"]["agent"], "a");
-    until(&h, "a", "reporting three pods asked for", |a| {
+    h.until("a", "reporting three pods asked for", |a: &Agent| {
         a.status.as_ref().and_then(|s| s.desired_replicas) == Some(3)
     })
     .await;
 
     // Back to one pod: the budget goes.
-    h.agents
+    agents
         .patch_scale(
             "a",
             &PatchParams::default(),
@@ -98,33 +89,18 @@ async fn kubectl_scale_agent_sets_its_replicas_and_the_budget_follows() {
         .await
         .expect("scale agent");
     deployment_replicas(&h, 1).await;
-    kaos_tests::cluster::eventually("the budget is gone", || async {
-        budgets
-            .get_opt("agent-a")
-            .await
-            .ok()
-            .and_then(|b| b.is_none().then_some(()))
-    })
-    .await;
+    h.until_gone::<PodDisruptionBudget>("agent-a").await;
 }
 
 #[tokio::test]
 async fn an_autoscaled_agent_leaves_its_replicas_to_the_autoscaler() {
-    let h = start().await;
-    model_api(&h, true).await;
-    apply(
-        &h,
-        "Agent",
-        "a",
-        json!({"modelAPI": "llm", "model": "openai/gpt-4o",
-            "autoscaling": {"minReplicas": 2, "maxReplicas": 5}}),
-    );
-    until(&h, "a", "Ready", |a| phase(a) == Some(AgentPhase::Ready)).await;
+    let h = start();
+    h.apply_with_status(&llm().ready()).await;
+    h.apply(&Agent::test("a").autoscaling(Some(2), 5));
+    h.until_phase::<Agent>("a", AgentPhase::Ready).await;
     // Created at the minimum, with an autoscaler on CPU and memory and a budget.
     deployment_replicas(&h, 2).await;
-    let autoscalers: Api<HorizontalPodAutoscaler> =
-        Api::default_namespaced(h.cluster.client.clone());
-    let hpa = autoscalers.get("agent-a").await.expect("autoscaler");
+    let hpa = h.get::<HorizontalPodAutoscaler>("agent-a").await;
     let spec = serde_json::to_value(hpa.spec).expect("json");
     assert_eq!(
         spec["scaleTargetRef"],
@@ -141,11 +117,10 @@ async fn an_autoscaled_agent_leaves_its_replicas_to_the_autoscaler() {
         .map(|m| &m["resource"]["name"])
         .collect();
     assert_eq!(resources, [&json!("cpu"), &json!("memory")]);
-    let budgets: Api<PodDisruptionBudget> = Api::default_namespaced(h.cluster.client.clone());
-    assert!(budgets.get_opt("agent-a").await.expect("get").is_some());
+    assert!(h.get_opt::<PodDisruptionBudget>("agent-a").await.is_some());
 
     // The autoscaler scales the Deployment to 4 through its scale subresource.
-    h.deployments
+    h.api::<Deployment>()
         .patch_scale(
             "agent-a",
             &PatchParams::apply("horizontal-pod-autoscaler"),
@@ -153,21 +128,21 @@ async fn an_autoscaled_agent_leaves_its_replicas_to_the_autoscaler() {
         )
         .await
         .expect("scale deployment");
-    until(&h, "a", "reporting four pods asked for", |a| {
+    h.until("a", "reporting four pods asked for", |a: &Agent| {
         a.status.as_ref().and_then(|s| s.desired_replicas) == Some(4)
     })
     .await;
     // Nothing is written back, and a change of the agent rolls its pods at 4.
-    let (_, writes) = idle(&h, Duration::from_secs(2)).await;
+    let (_, writes) = h.idle(Duration::from_secs(2)).await;
     assert!(
         !writes.iter().any(|w| w.contains("deployments")),
         "the controller never writes the Deployment back: {writes:?}"
     );
     // The autoscaler's own status writes (every sync while metrics move) wake no reconcile.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let before = reconciles(&h);
+    let before = h.controller.reconciles();
     for current in [3, 4] {
-        autoscalers
+        h.api::<HorizontalPodAutoscaler>()
             .patch_status(
                 "agent-a",
                 &PatchParams::default(),
@@ -180,27 +155,23 @@ async fn an_autoscaled_agent_leaves_its_replicas_to_the_autoscaler() {
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(
-        reconciles(&h),
+        h.controller.reconciles(),
         before,
         "an autoscaler's status is not the agent's business"
     );
-    h.agents
-        .patch(
-            "a",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"config": {"instructions": "be brief"}}})),
-        )
-        .await
-        .expect("edit");
-    kaos_tests::cluster::eventually("the new pod spec", || async {
-        h.deployments.get("agent-a").await.ok().filter(|d| {
+    let edit = json!({"spec": {"config": {"instructions": "be brief"}}});
+    h.merge_patch::<Agent>("a", edit).await;
+    h.until(
+        "agent-a",
+        "rolled with the new pod spec",
+        |d: &Deployment| {
             env_of(d)
                 .iter()
                 .any(|(k, v)| k == "AGENT_INSTRUCTIONS" && v == "be brief")
-        })
-    })
+        },
+    )
     .await;
-    let deployment = h.deployments.get("agent-a").await.expect("deployment");
+    let deployment = h.get::<Deployment>("agent-a").await;
     assert_eq!(
         replicas_of(&deployment),
         Some(4),
@@ -208,35 +179,20 @@ async fn an_autoscaled_agent_leaves_its_replicas_to_the_autoscaler() {
     );
 
     // Autoscaling off: the autoscaler goes, fixed replicas are the controller's again.
-    h.agents
-        .patch(
-            "a",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"autoscaling": null, "replicas": 1}})),
-        )
-        .await
-        .expect("edit");
+    let edit = json!({"spec": {"autoscaling": null, "replicas": 1}});
+    h.merge_patch::<Agent>("a", edit).await;
     deployment_replicas(&h, 1).await;
-    kaos_tests::cluster::eventually("the autoscaler and budget are gone", || async {
-        let hpa = autoscalers.get_opt("agent-a").await.ok()?;
-        let budget = budgets.get_opt("agent-a").await.ok()?;
-        (hpa.is_none() && budget.is_none()).then_some(())
-    })
-    .await;
+    h.until_gone::<HorizontalPodAutoscaler>("agent-a").await;
+    h.until_gone::<PodDisruptionBudget>("agent-a").await;
 }
 
 #[tokio::test]
 async fn replicas_and_autoscaling_together_are_refused_with_the_field() {
-    let h = start().await;
-    let agent: kaos_api::agent::Agent = serde_json::from_value(json!({
-        "apiVersion": "kaos.tools/v1alpha1", "kind": "Agent",
-        "metadata": {"name": "both"},
-        "spec": {"modelAPI": "llm", "model": "openai/gpt-4o", "replicas": 2,
-            "autoscaling": {"maxReplicas": 3}}}))
-    .expect("agent");
-    let error = h
-        .agents
-        .create(&Default::default(), &agent)
+    let h = start();
+    let agents = h.api::<Agent>();
+    let both = Agent::test("both").replicas(2).autoscaling(None, 3);
+    let error = agents
+        .create(&PostParams::default(), &both)
         .await
         .expect_err("refused");
     let text = error.to_string();
@@ -244,15 +200,9 @@ async fn replicas_and_autoscaling_together_are_refused_with_the_field() {
         text.contains("spec.autoscaling") && text.contains("not both"),
         "{text}"
     );
-    let agent: kaos_api::agent::Agent = serde_json::from_value(json!({
-        "apiVersion": "kaos.tools/v1alpha1", "kind": "Agent",
-        "metadata": {"name": "inverted"},
-        "spec": {"modelAPI": "llm", "model": "openai/gpt-4o",
-            "autoscaling": {"minReplicas": 4, "maxReplicas": 3}}}))
-    .expect("agent");
-    let text = h
-        .agents
-        .create(&Default::default(), &agent)
+    let inverted = Agent::test("inverted").autoscaling(Some(4), 3);
+    let text = agents
+        .create(&PostParams::default(), &inverted)
         .await
         .expect_err("refused")
         .to_string();

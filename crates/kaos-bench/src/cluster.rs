@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use futures::{StreamExt, stream};
-use kaos_tests::processes::{
+use kaos_harness::processes::{
     ChartCluster, Process, Scratch, apply_yaml, chart_env, client, documents, start_controller,
 };
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
@@ -82,7 +82,7 @@ impl Cluster {
             .iter()
             .filter(|o| o["kind"] == "Deployment")
         {
-            let binary = kaos_tests::processes::binary_of(deployment);
+            let binary = kaos_harness::processes::binary_of(deployment);
             let env = chart_env(&deployment["spec"]["template"]["spec"], &[LOG_LEVEL]);
             let process = start_controller(scratch, &binary, &binary, kubeconfig, &env);
             controllers.push((binary, process));
@@ -183,7 +183,7 @@ impl Cluster {
 }
 
 fn read(path: &str) -> anyhow::Result<String> {
-    let path = kaos_tests::repo_root().join(path);
+    let path = kaos_harness::repo_root().join(path);
     std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))
 }
 

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Parser;
 use futures::StreamExt;
-use kaos_tests::processes::{Scratch, scrape};
+use kaos_harness::processes::{Scratch, scrape};
 use kube::api::{Api, ListParams};
 use kube::core::DynamicObject;
 use kube::runtime::WatchStreamExt;
@@ -369,7 +369,7 @@ async fn measure_run(
         }
         let metrics = scrape(c.process.metrics_port).await;
         let (peak, cpu) = measure::process_usage(c.process.pid());
-        let resident = kaos_tests::processes::sample(&metrics, "process_resident_memory_bytes");
+        let resident = kaos_harness::processes::sample(&metrics, "process_resident_memory_bytes");
         // By verb from the audit log, else by HTTP method from the controller's own counts.
         let requests = match (&audit, c.audit_client) {
             (Some(audit), Some(client)) => {

@@ -6,7 +6,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
-use kaos_tests::processes::{sample, scrape};
+use kaos_harness::processes::{sample, scrape};
 use kube::api::{Api, ListParams};
 use kube::core::DynamicObject;
 use serde_json::Value;

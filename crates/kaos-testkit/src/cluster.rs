@@ -162,7 +162,7 @@ impl Cluster {
         let sent_version = meta::resource_version(&object);
         // Custom resources allow no unconditional update (built-ins do).
         if sent_version.is_empty() && rt.crd.is_some() {
-            let error = crate::schema::FieldError::invalid(
+            let error = kaos_schema::FieldError::invalid(
                 "metadata.resourceVersion",
                 &Value::from(0),
                 "must be specified for an update".into(),

@@ -1,8 +1,7 @@
 //! API errors as kube-apiserver sends them: a `Status` object with `code`, `reason` and `details`.
 
+use kaos_schema::FieldError;
 use serde_json::{Value, json};
-
-use crate::schema::FieldError;
 
 /// An error answer of the API server.
 #[derive(Clone, Debug, PartialEq)]

@@ -18,7 +18,6 @@ mod meta;
 mod patch;
 pub mod ports;
 pub mod resources;
-pub mod schema;
 pub mod selectors;
 pub mod server;
 pub mod simulator;

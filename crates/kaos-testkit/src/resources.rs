@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
+use kaos_schema::CrdSchema;
 use serde_json::Value;
 
 use crate::meta::strings;
-use crate::schema::CrdSchema;
 
 /// One served resource (a group/version/plural).
 pub struct ResourceType {

@@ -12,7 +12,7 @@ use kaos_api::mcpserver::MCPServer;
 use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
 use kaos_api::workflow::{AgentWorkflow, AgentWorkflowRun};
-use kaos_testkit::schema::{CrdSchema, UnknownFields};
+use kaos_schema::{CrdSchema, UnknownFields};
 use kaos_workload::converge::{Child, WorkloadChildren};
 use kube::{Resource, ResourceExt};
 use serde_json::Value;

@@ -7,90 +7,41 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kaos_api::common::Phase;
 use kaos_api::modelapi::ModelAPI;
-use kaos_runtime::Runtime;
-use kaos_tests::cluster::{TestCluster, eventually};
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use kube::{Api, Client};
+use kaos_harness::cluster::TestCluster;
+use kaos_harness::controller::ControllerTest;
+use kaos_harness::deployments::template_annotation;
+use kaos_harness::fixtures::*;
+use kaos_harness::status::{Conditioned, Phased};
 use modelapi_controller::settings::Args;
-use serde_json::{Value, json};
+use serde_json::json;
 
-struct Harness {
-    cluster: TestCluster,
-    client: Client,
-    modelapis: Api<ModelAPI>,
-    _stop: tokio::sync::watch::Sender<bool>,
-}
-
-async fn start() -> Harness {
-    let cluster = TestCluster::start();
-    let client = cluster.client.clone();
+fn start() -> ControllerTest {
     let args = Args::try_parse_from([
         "modelapi-controller",
         "--default-litellm-image=litellm:test",
         "--default-ollama-image=ollama:test",
     ])
     .expect("flags");
-    let (runtime, stop) = Runtime::for_tests(client.clone(), modelapi_controller::ID, args.runtime);
-    tokio::spawn(modelapi_controller::controller::run(runtime, args.settings));
-    let modelapis = Api::default_namespaced(client.clone());
-    Harness {
-        cluster,
-        client,
-        modelapis,
-        _stop: stop,
-    }
+    ControllerTest::start(
+        TestCluster::start(),
+        modelapi_controller::ID,
+        args.runtime,
+        |runtime| modelapi_controller::controller::run(runtime, args.settings),
+    )
 }
 
-fn manifest(name: &str, spec: Value) -> ModelAPI {
-    serde_json::from_value(json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "ModelAPI", "metadata": {"name": name}, "spec": spec}))
-        .expect("ModelAPI")
-}
-
-/// Waits until `check` holds for the ModelAPI.
-async fn until(h: &Harness, name: &str, what: &str, check: impl Fn(&ModelAPI) -> bool) -> ModelAPI {
-    let what = format!("{name} is {what}");
-    eventually(&what, || async {
-        h.modelapis.get(name).await.ok().filter(|m| check(m))
-    })
-    .await
-}
-
-fn phase(m: &ModelAPI) -> Option<Phase> {
-    m.status.as_ref().and_then(|s| s.phase)
-}
-
-async fn patch(h: &Harness, name: &str, body: Value) {
-    h.modelapis
-        .patch(name, &PatchParams::default(), &Patch::Merge(&body))
-        .await
-        .expect("patch");
-}
-
-fn proxy_spec(models: &[&str]) -> Value {
-    json!({"mode": "Proxy", "proxyConfig": {"models": models, "provider": "openai"}})
+/// A proxy to OpenAI of these models.
+fn openai(name: &str, models: &[&str]) -> ModelAPI {
+    ModelAPI::test(name).proxy(models).provider("openai")
 }
 
 #[tokio::test]
 async fn proxy_and_hosted_become_ready_with_their_endpoints() {
-    let h = start().await;
-    h.modelapis
-        .create(
-            &PostParams::default(),
-            &manifest("proxy", proxy_spec(&["gpt-4o"])),
-        )
-        .await
-        .expect("create");
-    h.modelapis
-        .create(
-            &PostParams::default(),
-            &manifest(
-                "local",
-                json!({"mode": "Hosted", "hostedConfig": {"model": "smollm2:135m"}}),
-            ),
-        )
-        .await
-        .expect("create");
-    let proxy = until(&h, "proxy", "Ready", |m| phase(m) == Some(Phase::Ready)).await;
+    let h = start();
+    h.create(&openai("proxy", &["gpt-4o"])).await;
+    h.create(&ModelAPI::test("local").hosted("smollm2:135m"))
+        .await;
+    let proxy = h.until_phase::<ModelAPI>("proxy", Phase::Ready).await;
     let status = proxy.status.expect("status");
     assert!(status.ready);
     assert_eq!(
@@ -117,231 +68,145 @@ async fn proxy_and_hosted_become_ready_with_their_endpoints() {
             .contains(&"kaos.tools/modelapi-finalizer".to_string())
     );
 
-    let local = until(&h, "local", "Ready", |m| phase(m) == Some(Phase::Ready)).await;
+    let local = h.until_phase::<ModelAPI>("local", Phase::Ready).await;
     assert_eq!(
         local.status.and_then(|s| s.endpoint).as_deref(),
         Some("http://modelapi-local.default.svc.cluster.local:11434")
     );
-    let cms: Api<ConfigMap> = Api::default_namespaced(h.client.clone());
-    assert!(cms.get("litellm-config-proxy").await.is_ok());
     assert!(
-        cms.get("litellm-config-local").await.is_err(),
+        h.get_opt::<ConfigMap>("litellm-config-proxy")
+            .await
+            .is_some()
+    );
+    assert!(
+        h.get_opt::<ConfigMap>("litellm-config-local")
+            .await
+            .is_none(),
         "Hosted has no LiteLLM config"
     );
 }
 
 #[tokio::test]
 async fn editing_models_updates_the_config_and_rolls_the_deployment_once() {
-    let h = start().await;
-    h.modelapis
-        .create(
-            &PostParams::default(),
-            &manifest("proxy", proxy_spec(&["gpt-4o"])),
-        )
-        .await
-        .expect("create");
-    until(&h, "proxy", "Ready", |m| phase(m) == Some(Phase::Ready)).await;
-    let deployments: Api<Deployment> = Api::default_namespaced(h.client.clone());
-    let before = deployments.get("modelapi-proxy").await.expect("deployment");
+    let h = start();
+    h.create(&openai("proxy", &["gpt-4o"])).await;
+    h.until_phase::<ModelAPI>("proxy", Phase::Ready).await;
+    let before = h.get::<Deployment>("modelapi-proxy").await;
 
-    patch(
-        &h,
-        "proxy",
-        json!({"spec": {"proxyConfig": {"models": ["gpt-4o", "o3"]}}}),
-    )
-    .await;
-    until(&h, "proxy", "observed generation 2", |m| {
+    let edit = json!({"spec": {"proxyConfig": {"models": ["gpt-4o", "o3"]}}});
+    h.merge_patch::<ModelAPI>("proxy", edit).await;
+    h.until("proxy", "observed at generation 2", |m: &ModelAPI| {
         m.status.as_ref().and_then(|s| s.observed_generation) == Some(2)
     })
     .await;
-    let cms: Api<ConfigMap> = Api::default_namespaced(h.client.clone());
-    let config = cms.get("litellm-config-proxy").await.expect("config");
+    let config = h.get::<ConfigMap>("litellm-config-proxy").await;
     assert!(config.data.expect("data")["config.yaml"].contains("model_name: \"o3\""));
-    let after = deployments.get("modelapi-proxy").await.expect("deployment");
+    let after = h.get::<Deployment>("modelapi-proxy").await;
     assert_eq!(
         after.metadata.generation,
         Some(before.metadata.generation.unwrap_or(0) + 1),
         "one rollout"
     );
-    let annotation = |d: &Deployment| {
-        d.spec
-            .as_ref()
-            .and_then(|s| s.template.metadata.as_ref())
-            .and_then(|m| m.annotations.clone())
-            .unwrap_or_default()["kaos.tools/config-hash"]
-            .clone()
-    };
-    assert_ne!(annotation(&before), annotation(&after));
+    let config_hash = |d: &Deployment| template_annotation(d, "kaos.tools/config-hash");
+    assert_ne!(config_hash(&before), config_hash(&after));
 }
 
 #[tokio::test]
 async fn switching_proxy_to_hosted_changes_the_port_and_removes_the_config() {
-    let h = start().await;
-    h.modelapis
-        .create(&PostParams::default(), &manifest("m", proxy_spec(&["*"])))
+    let h = start();
+    h.create(&openai("m", &["*"])).await;
+    h.until_phase::<ModelAPI>("m", Phase::Ready).await;
+    let to_hosted = json!({"spec": {"mode": "Hosted", "hostedConfig": {"model": "llama3"}, "proxyConfig": null}});
+    h.merge_patch::<ModelAPI>("m", to_hosted).await;
+    let m = h
+        .until("m", "Hosted", |m: &ModelAPI| {
+            m.status.as_ref().and_then(|s| s.endpoint.as_deref())
+                == Some("http://modelapi-m.default.svc.cluster.local:11434")
+        })
+        .await;
+    assert_eq!(m.phase(), Some(Phase::Ready));
+    let port = h
+        .get::<Service>("modelapi-m")
         .await
-        .expect("create");
-    until(&h, "m", "Ready", |m| phase(m) == Some(Phase::Ready)).await;
-    patch(&h, "m", json!({"spec": {"mode": "Hosted", "hostedConfig": {"model": "llama3"}, "proxyConfig": null}})).await;
-    let m = until(&h, "m", "Hosted", |m| {
-        m.status.as_ref().and_then(|s| s.endpoint.as_deref())
-            == Some("http://modelapi-m.default.svc.cluster.local:11434")
-    })
-    .await;
-    assert_eq!(phase(&m), Some(Phase::Ready));
-    let services: Api<Service> = Api::default_namespaced(h.client.clone());
-    let port = services
-        .get("modelapi-m")
-        .await
-        .expect("service")
         .spec
         .and_then(|s| s.ports)
         .expect("ports")[0]
         .port;
     assert_eq!(port, 11434);
-    let cms: Api<ConfigMap> = Api::default_namespaced(h.client.clone());
-    for _ in 0..100 {
-        if cms.get("litellm-config-m").await.is_err() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("the stale LiteLLM ConfigMap was not deleted");
+    h.until_gone::<ConfigMap>("litellm-config-m").await;
 }
 
 #[tokio::test]
 async fn a_bad_config_yaml_fails_naming_the_model_and_recovers_when_fixed() {
-    let h = start().await;
-    let spec = json!({"mode": "Proxy", "proxyConfig": {"models": ["gpt-4o"],
-        "configYaml": {"fromString": "model_list:\n  - model_name: claude-3\n    litellm_params: {model: anthropic/claude-3}\n"}}});
-    h.modelapis
-        .create(&PostParams::default(), &manifest("bad", spec))
-        .await
-        .expect("create");
-    let failed = until(&h, "bad", "Failed", |m| phase(m) == Some(Phase::Failed)).await;
-    let status = failed.status.expect("status");
-    let message = status.message.unwrap_or_default();
+    let h = start();
+    let bad = ModelAPI::test("bad").proxy(["gpt-4o"]).config_yaml(
+        "model_list:\n  - model_name: claude-3\n    litellm_params: {model: anthropic/claude-3}\n",
+    );
+    h.create(&bad).await;
+    let failed = h.until_phase::<ModelAPI>("bad", Phase::Failed).await;
+    let message = failed.message();
     assert!(
         message.contains("\"claude-3\"") && message.contains("proxyConfig.models"),
         "{message}"
     );
-    let ready = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Ready")
-        .expect("Ready condition");
+    let ready = failed.condition("Ready").expect("Ready condition");
     assert_eq!(
         (ready.status.as_str(), ready.reason.as_str()),
         ("False", "ModelNotAllowed")
     );
 
-    patch(
-        &h,
-        "bad",
-        json!({"spec": {"proxyConfig": {"models": ["gpt-4o", "claude-3"]}}}),
-    )
-    .await;
-    until(&h, "bad", "Ready", |m| phase(m) == Some(Phase::Ready)).await;
+    let fix = json!({"spec": {"proxyConfig": {"models": ["gpt-4o", "claude-3"]}}});
+    h.merge_patch::<ModelAPI>("bad", fix).await;
+    h.until_phase::<ModelAPI>("bad", Phase::Ready).await;
 }
 
 #[tokio::test]
 async fn deleting_a_modelapi_removes_its_children() {
-    let h = start().await;
-    h.modelapis
-        .create(
-            &PostParams::default(),
-            &manifest("gone", proxy_spec(&["*"])),
-        )
-        .await
-        .expect("create");
-    until(&h, "gone", "Ready", |m| phase(m) == Some(Phase::Ready)).await;
-    h.modelapis
-        .delete("gone", &DeleteParams::default())
-        .await
-        .expect("delete");
-    let deployments: Api<Deployment> = Api::default_namespaced(h.client.clone());
-    let services: Api<Service> = Api::default_namespaced(h.client.clone());
-    let cms: Api<ConfigMap> = Api::default_namespaced(h.client.clone());
-    for _ in 0..200 {
-        let all_gone = h.modelapis.get("gone").await.is_err()
-            && deployments.get("modelapi-gone").await.is_err()
-            && services.get("modelapi-gone").await.is_err()
-            && cms.get("litellm-config-gone").await.is_err();
-        if all_gone {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("the ModelAPI or its children are still there");
+    let h = start();
+    h.create(&openai("gone", &["*"])).await;
+    h.until_phase::<ModelAPI>("gone", Phase::Ready).await;
+    h.delete::<ModelAPI>("gone").await;
+    h.until_gone_with_workload::<ModelAPI>("gone").await;
+    h.until_gone::<ConfigMap>("litellm-config-gone").await;
 }
 
 #[tokio::test]
 async fn a_steady_state_makes_no_writes_over_ten_seconds() {
-    let h = start().await;
-    let mut inline_key = proxy_spec(&["*"]);
-    inline_key["proxyConfig"]["apiKey"] = json!({"value": "sk-test"});
-    h.modelapis
-        .create(&PostParams::default(), &manifest("p", inline_key))
-        .await
-        .expect("create");
-    h.modelapis
-        .create(&PostParams::default(), &manifest("o", json!({"mode": "Hosted", "hostedConfig": {"model": "m"}, "telemetry": {"enabled": true}})))
-        .await
-        .expect("create");
-    until(&h, "p", "Ready", |m| phase(m) == Some(Phase::Ready)).await;
-    let o = until(&h, "o", "Ready", |m| phase(m) == Some(Phase::Ready)).await;
-    let telemetry = o
-        .status
-        .expect("status")
-        .conditions
-        .into_iter()
-        .find(|c| c.type_ == "TelemetrySupported");
+    let h = start();
+    h.create(&openai("p", &["*"]).api_key("sk-test")).await;
+    let hosted = ModelAPI::test("o").hosted("m").telemetry(true);
+    h.create(&hosted).await;
+    h.until_phase::<ModelAPI>("p", Phase::Ready).await;
+    let o = h.until_phase::<ModelAPI>("o", Phase::Ready).await;
+    let telemetry = o.condition("TelemetrySupported");
     assert_eq!(
-        telemetry.map(|c| (c.status, c.reason)),
-        Some(("False".to_string(), "NotSupportedInHostedMode".to_string()))
+        telemetry.map(|c| (c.status.as_str(), c.reason.as_str())),
+        Some(("False", "NotSupportedInHostedMode"))
     );
     // Let the last status and event writes settle, then watch for ten seconds.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let writes = h.cluster.writes_during(Duration::from_secs(10)).await;
-    assert!(writes.is_empty(), "writes while idle: {writes:?}");
+    h.assert_no_writes_during(Duration::from_secs(10)).await;
 }
 
 #[tokio::test]
 async fn an_inline_key_is_kept_in_an_owned_secret_rotated_and_removed_when_referenced() {
-    let h = start().await;
-    let mut spec = proxy_spec(&["*"]);
-    spec["proxyConfig"]["apiKey"] = json!({"value": "sk-first"});
-    h.modelapis
-        .create(&PostParams::default(), &manifest("k", spec))
-        .await
-        .expect("create");
-    until(&h, "k", "Ready", |m| phase(m) == Some(Phase::Ready)).await;
-    let secrets: Api<Secret> = Api::default_namespaced(h.client.clone());
+    let h = start();
+    h.create(&openai("k", &["*"]).api_key("sk-first")).await;
+    h.until_phase::<ModelAPI>("k", Phase::Ready).await;
     let key = |s: Secret| s.data.unwrap_or_default()["api-key"].0.clone();
-    let secret = secrets
-        .get("modelapi-k-api-key")
-        .await
-        .expect("the owned Secret");
+    let secret = h.get::<Secret>("modelapi-k-api-key").await;
     assert_eq!(key(secret), b"sk-first");
-    let deployments: Api<Deployment> = Api::default_namespaced(h.client.clone());
-    let before = deployments.get("modelapi-k").await.expect("deployment");
+    let before = h.get::<Deployment>("modelapi-k").await;
 
-    patch(
-        &h,
-        "k",
-        json!({"spec": {"proxyConfig": {"apiKey": {"value": "sk-second"}}}}),
-    )
-    .await;
-    until(&h, "k", "observed generation 2", |m| {
+    let rotate = json!({"spec": {"proxyConfig": {"apiKey": {"value": "sk-second"}}}});
+    h.merge_patch::<ModelAPI>("k", rotate).await;
+    h.until("k", "observed at generation 2", |m: &ModelAPI| {
         m.status.as_ref().and_then(|s| s.observed_generation) == Some(2)
     })
     .await;
-    let secret = secrets
-        .get("modelapi-k-api-key")
-        .await
-        .expect("the owned Secret");
+    let secret = h.get::<Secret>("modelapi-k-api-key").await;
     assert_eq!(key(secret), b"sk-second");
-    let after = deployments.get("modelapi-k").await.expect("deployment");
+    let after = h.get::<Deployment>("modelapi-k").await;
     assert_eq!(
         after.metadata.generation,
         Some(before.metadata.generation.unwrap_or(0) + 1),
@@ -350,19 +215,7 @@ async fn an_inline_key_is_kept_in_an_owned_secret_rotated_and_removed_when_refer
 
     let referenced =
         json!({"value": null, "valueFrom": {"secretKeyRef": {"name": "mine", "key": "k"}}});
-    patch(
-        &h,
-        "k",
-        json!({"spec": {"proxyConfig": {"apiKey": referenced}}}),
-    )
-    .await;
-    eventually("the owned Secret to be deleted", || async {
-        secrets
-            .get_opt("modelapi-k-api-key")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    let to_reference = json!({"spec": {"proxyConfig": {"apiKey": referenced}}});
+    h.merge_patch::<ModelAPI>("k", to_reference).await;
+    h.until_gone::<Secret>("modelapi-k-api-key").await;
 }

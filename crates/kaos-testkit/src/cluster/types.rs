@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
+use kaos_schema::UnknownFields;
 use serde_json::Value;
 use tokio::sync::broadcast;
 
-use crate::schema::UnknownFields;
 use crate::selectors::{FieldSelector, LabelSelector};
 
 /// Which part of an object a write addresses.

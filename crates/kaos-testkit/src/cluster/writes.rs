@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use kaos_schema::{FieldError, FieldErrorKind};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
@@ -14,7 +15,6 @@ use crate::apply;
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
 use crate::resources::ResourceType;
-use crate::schema::{FieldError, FieldErrorKind};
 
 impl State {
     /// Stores `object` (or removes it, for `Deleted`) at the next resourceVersion, records the
@@ -163,7 +163,7 @@ impl State {
                 .unwrap_or("")
                 .to_string();
             if prefix.is_empty() {
-                let errors = [crate::schema::FieldError::required("metadata.name")];
+                let errors = [kaos_schema::FieldError::required("metadata.name")];
                 return Err(ApiError::invalid(&rt.kind, &rt.group, "", &errors));
             }
             name = format!("{prefix}{}", self.random_suffix());
@@ -173,7 +173,7 @@ impl State {
                 &rt.kind,
                 &rt.group,
                 &name,
-                &[crate::schema::FieldError::invalid(
+                &[kaos_schema::FieldError::invalid(
                     "metadata.name",
                     &Value::from(name.clone()),
                     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character".into(),
@@ -530,7 +530,7 @@ fn check_no_new_finalizers(rt: &ResourceType, existing: &Value, updated: &Value)
     if meta::is_deleting(existing) && !added.is_empty() {
         // Worded as kube-apiserver's (Go's %#v of the added names).
         let quoted: Vec<String> = added.iter().map(|f| format!("{f:?}")).collect();
-        let errors = [crate::schema::FieldError::forbidden(
+        let errors = [kaos_schema::FieldError::forbidden(
             "metadata.finalizers",
             format!(
                 "no new finalizers can be added if the object is being deleted, \

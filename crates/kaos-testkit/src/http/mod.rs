@@ -18,6 +18,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::response::Response;
 use http::{HeaderMap, Method, StatusCode, Uri, header};
+use kaos_schema::UnknownFields;
 use serde_json::{Value, json};
 
 use crate::audit::{Audit, AuditRecord};
@@ -28,7 +29,6 @@ use crate::cluster::{
 use crate::error::{ApiError, ApiResult};
 use crate::faults::{Fault, Faults};
 use crate::resources::ResourceType;
-use crate::schema::UnknownFields;
 use crate::selectors::{FieldSelector, LabelSelector};
 use path::{Query, Route, Target};
 

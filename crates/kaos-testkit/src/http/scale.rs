@@ -3,13 +3,13 @@
 //! `specReplicasPath`), as `kubectl scale`, HPAs and KEDA read and write it.
 
 use http::{HeaderMap, Method, StatusCode};
+use kaos_schema::FieldError;
 use serde_json::{Value, json};
 
 use super::path::{Query, Target};
 use crate::cluster::{Cluster, Patch, PatchType, Subresource};
 use crate::error::{ApiError, ApiResult};
 use crate::resources::{ResourceType, ScalePaths};
-use crate::schema::FieldError;
 
 /// GET, PATCH (merge, JSON or strategic) or PUT of `<name>/scale`.
 pub fn serve(

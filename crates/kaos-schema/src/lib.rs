@@ -4,6 +4,9 @@
 //!
 //! Error texts follow kube-apiserver's `field.Error` formatting so tests can assert on the
 //! messages users will see from a real cluster.
+//!
+//! Used by kaos-testkit (every custom resource it stores), by `kaosctl render` (the manifests it
+//! reads) and by the repository's tests (the examples and the CRDs' validation rules).
 
 mod error;
 mod prune_default;
@@ -100,4 +103,19 @@ impl CrdSchema {
             Err(errors)
         }
     }
+}
+
+/// The path of `key` inside the field at `path`, as kube-apiserver prints it (`spec.replicas`).
+fn child_path(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// Whether a boolean keyword of a schema (`nullable`, `x-kubernetes-preserve-unknown-fields`) is
+/// set.
+fn flag(schema: &Value, name: &str) -> bool {
+    schema.get(name).and_then(Value::as_bool).unwrap_or(false)
 }

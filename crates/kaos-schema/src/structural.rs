@@ -4,7 +4,8 @@
 
 use serde_json::Value;
 
-use super::error::{FieldError, json_type_name};
+use crate::error::{FieldError, json_type_name};
+use crate::{child_path, flag};
 
 pub(super) fn validate(schema: &Value, value: &Value, path: &str, errors: &mut Vec<FieldError>) {
     if value.is_null() {
@@ -62,7 +63,7 @@ pub(super) fn validate(schema: &Value, value: &Value, path: &str, errors: &mut V
                 .filter_map(Value::as_str)
             {
                 if !map.contains_key(required) {
-                    errors.push(FieldError::required(&join(path, required)));
+                    errors.push(FieldError::required(&child_path(path, required)));
                 }
             }
             let properties = schema.get("properties").and_then(Value::as_object);
@@ -70,24 +71,12 @@ pub(super) fn validate(schema: &Value, value: &Value, path: &str, errors: &mut V
             for (key, child) in map {
                 let child_schema = properties.and_then(|p| p.get(key)).or(additional);
                 if let Some(child_schema) = child_schema {
-                    validate(child_schema, child, &join(path, key), errors);
+                    validate(child_schema, child, &child_path(path, key), errors);
                 }
             }
         }
         Value::Bool(_) | Value::Null => {}
     }
-}
-
-fn join(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_string()
-    } else {
-        format!("{path}.{key}")
-    }
-}
-
-fn flag(schema: &Value, name: &str) -> bool {
-    schema.get(name).and_then(Value::as_bool).unwrap_or(false)
 }
 
 fn type_of(schema: &Value) -> &str {

@@ -3,20 +3,10 @@
 
 use serde_json::Value;
 
+use crate::{child_path, flag};
+
 /// Root fields every object keeps whatever its schema says (metadata is validated separately).
 const ROOT_FIELDS: &[&str] = &["apiVersion", "kind", "metadata"];
-
-fn child_path(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_string()
-    } else {
-        format!("{path}.{key}")
-    }
-}
-
-fn flag(schema: &Value, name: &str) -> bool {
-    schema.get(name).and_then(Value::as_bool).unwrap_or(false)
-}
 
 /// Removes fields the schema does not declare and nulls the schema does not allow; returns the
 /// paths of removed unknown fields (what `fieldValidation=Strict` rejects).

@@ -1,18 +1,35 @@
-//! Helpers shared by the repository-level tests and the controllers' tests.
+//! The test harness of kaos-rs, shared by the repository-level tests (`tests/`), the
+//! controllers' tests and the benchmark:
+//!
+//! - [`cluster`]: an in-process kaos-testkit cluster to apply objects to and wait on;
+//! - [`controller`]: a controller run in-process against it;
+//! - [`fixtures`]: typed test objects (`Agent::test("a").peers(["b"])`) and the statuses their
+//!   controllers would write;
+//! - [`status`] and [`deployments`]: reading what the controllers wrote;
+//! - [`processes`]: the real binaries as separate processes (kaos-testkit served on loopback,
+//!   the controllers, the chart's rendering under its RBAC);
+//! - here: the repository's files (its root, the examples) and their admission against the CRDs.
 
 pub mod cluster;
+pub mod controller;
+pub mod deployments;
+pub mod fixtures;
 pub mod processes;
+mod schemas;
+pub mod status;
+
+pub use schemas::Schemas;
 
 use std::path::{Path, PathBuf};
 
-use kaos_testkit::schema::{CrdSchema, FieldError, UnknownFields};
 use serde_json::Value;
 
-/// The repository root (this crate lives in `<root>/tests`).
+/// The repository root (this crate lives in `<root>/crates/kaos-harness`).
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the tests crate sits inside the repository")
+        .ancestors()
+        .nth(2)
+        .expect("the harness crate sits two levels inside the repository")
         .to_path_buf()
 }
 
@@ -34,43 +51,6 @@ pub fn yaml_documents(path: &Path) -> Vec<Value> {
     let docs: Vec<Value> = serde_saphyr::from_multiple(&text)
         .unwrap_or_else(|e| panic!("{} is not valid YAML: {e}", path.display()));
     docs.into_iter().filter(|d| !d.is_null()).collect()
-}
-
-/// The admission schema of each kind, from the CRDs the code generates.
-pub struct Schemas {
-    by_kind: std::collections::BTreeMap<String, CrdSchema>,
-}
-
-impl Default for Schemas {
-    fn default() -> Self {
-        let by_kind = kaos_api::crd::all()
-            .into_iter()
-            .map(|(_, crd)| {
-                let kind = crd.spec.names.kind.clone();
-                let json = serde_json::to_value(crd).expect("CRDs serialize");
-                let schema =
-                    CrdSchema::from_crd(&json, "v1alpha1").expect("every CRD serves v1alpha1");
-                (kind, schema)
-            })
-            .collect();
-        Self { by_kind }
-    }
-}
-
-impl Schemas {
-    /// Admits a manifest of any kaos.tools kind with strict field validation, as
-    /// `kubectl apply --server-side` does; returns the stored (defaulted) object.
-    pub fn admit(&self, manifest: &Value) -> Result<Value, Vec<String>> {
-        let kind = manifest.get("kind").and_then(Value::as_str);
-        let schema = kind
-            .and_then(|k| self.by_kind.get(k))
-            .unwrap_or_else(|| panic!("not a kaos.tools kind: {kind:?}"));
-        let mut object = manifest.clone();
-        schema
-            .admit(&mut object, None, UnknownFields::Reject)
-            .map(|()| object)
-            .map_err(|errors| errors.iter().map(FieldError::to_string).collect())
-    }
 }
 
 /// The Secrets the examples read keys from (`openai-credentials` of the quickstart's ModelAPI,

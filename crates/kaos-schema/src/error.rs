@@ -40,7 +40,11 @@ pub struct FieldError {
 }
 
 impl FieldError {
-    pub(crate) fn required(path: &str) -> Self {
+    // `required`, `invalid` and `forbidden` are public: kaos-testkit reports its own checks
+    // (object names, scale paths, finalizers) in the same words.
+
+    /// A required field that is absent.
+    pub fn required(path: &str) -> Self {
         Self {
             path: path.to_string(),
             kind: FieldErrorKind::Required,
@@ -49,7 +53,8 @@ impl FieldError {
         }
     }
 
-    pub(crate) fn invalid(path: &str, value: &Value, detail: String) -> Self {
+    /// A value that breaks a rule, `detail` saying which.
+    pub fn invalid(path: &str, value: &Value, detail: String) -> Self {
         Self {
             path: path.to_string(),
             kind: FieldErrorKind::Invalid,
@@ -76,7 +81,8 @@ impl FieldError {
         }
     }
 
-    pub(crate) fn forbidden(path: &str, detail: String) -> Self {
+    /// A change that is not allowed, `detail` saying why.
+    pub fn forbidden(path: &str, detail: String) -> Self {
         Self {
             path: path.to_string(),
             kind: FieldErrorKind::Forbidden,
