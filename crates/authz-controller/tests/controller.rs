@@ -147,3 +147,33 @@ async fn a_third_party_service_is_never_ready_and_checks_its_secret_agents_and_s
     )
     .await;
 }
+
+/// One process, two kinds: each kind's `kaos_resources` gauge counts its own objects by the
+/// phase its status says (what the alerts and dashboards read).
+#[tokio::test]
+async fn each_kind_is_counted_by_phase() {
+    let h = start();
+    h.apply(
+        &AccessGrant::test("researchers")
+            .subject(SubjectKind::Agent, "researcher")
+            .resource(ResourceKind::Agent, "researcher"),
+    );
+    h.apply(
+        &AccessGrant::test("writers")
+            .subject(SubjectKind::Agent, "writer")
+            .resource(ResourceKind::MCPServer, "tools"),
+    );
+    h.apply(&github(&["repo"]));
+    kaos_harness::cluster::eventually("both kinds counted by phase", || async {
+        let metrics = h.controller.runtime.metrics.encode();
+        let counted = |kind: &str, phase: &str, count: u32| {
+            metrics.contains(&format!(
+                "kaos_resources{{kind=\"{kind}\",phase=\"{phase}\"}} {count}"
+            ))
+        };
+        (counted("AccessGrant", "AuthorizationDisabled", 2)
+            && counted("ThirdPartyService", "FeatureDisabled", 1))
+        .then_some(())
+    })
+    .await;
+}

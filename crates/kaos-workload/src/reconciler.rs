@@ -13,6 +13,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kaos_runtime::Runtime;
 use kaos_runtime::backoff::Backoff;
 use kaos_runtime::error::{ReconcileError, Step, StepExt};
@@ -24,7 +25,9 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::build_error::BuildError;
+use crate::conditions::now;
 use crate::converge::{ChildSet, Children, Converged, Parent};
+use crate::deployment_view::DeploymentView;
 use crate::expectations::{Expectations, Observed, Verdict};
 use crate::podspec::stable_hash;
 use crate::stores::Watched;
@@ -311,15 +314,16 @@ impl Core {
 
     /// The rest of a workload's reconcile once its spec is built: the children `children`
     /// makes of it converged (none when it cannot be built: what runs is left as it is), then
-    /// the status `status` makes of the outcome (a child conflict, if any) written with
-    /// [`Core::finish`].
+    /// the status `status` makes of the outcome (a child conflict, if any), its Deployment
+    /// `deployment` as the cache now shows it and the time, written with [`Core::finish`].
     pub async fn converge_built<K, D, S>(
         &self,
         object: &K,
         current_status: Option<u64>,
         built: &Result<D, BuildError>,
+        deployment: &str,
         children: impl FnOnce(&D) -> ChildSet,
-        status: impl FnOnce(Option<(&'static str, String)>) -> S,
+        status: impl FnOnce(Option<(&'static str, String)>, Option<&DeploymentView>, Time) -> S,
     ) -> Result<Action, ReconcileError>
     where
         K: Primary,
@@ -329,7 +333,9 @@ impl Core {
             Ok(desired) => self.converge(object, children(desired)).await?,
             Err(_) => Converged::default(),
         };
-        let desired_status = status(converged.problem());
+        let namespace = object.namespace().unwrap_or_default();
+        let deployment = self.children.deployment(&namespace, deployment);
+        let desired_status = status(converged.problem(), deployment.as_deref(), now());
         let build_error = built.as_ref().err();
         let problem = Self::problem(
             build_error.map(|e| (e.reason, e.message.as_str())),

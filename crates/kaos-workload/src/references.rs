@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Container, PodSpec, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, KeyToPath, PodSpec, Secret};
 use kube::Api;
 
 /// The kind of object a pod reads configuration from.
@@ -52,47 +52,29 @@ pub fn required(pod: &PodSpec) -> Vec<Reference> {
     }
     for volume in pod.volumes.iter().flatten() {
         let reader = format!("volume {}", volume.name);
-        if let Some(secret) = &volume.secret
-            && secret.optional != Some(true)
-        {
-            let name = secret.secret_name.clone().unwrap_or_default();
-            let keys = secret.items.iter().flatten().map(|i| i.key.clone());
-            push_object(&mut references, Source::Secret, &name, keys, &reader);
+        let mut require = |source, name: &str, optional: Option<bool>, items: &Option<Vec<_>>| {
+            if optional != Some(true) {
+                let keys = items.iter().flatten().map(|i: &KeyToPath| i.key.clone());
+                push_object(&mut references, source, name, keys, &reader);
+            }
+        };
+        if let Some(s) = &volume.secret {
+            let name = s.secret_name.as_deref().unwrap_or_default();
+            require(Source::Secret, name, s.optional, &s.items);
         }
-        if let Some(config_map) = &volume.config_map
-            && config_map.optional != Some(true)
-        {
-            let keys = config_map.items.iter().flatten().map(|i| i.key.clone());
-            push_object(
-                &mut references,
-                Source::ConfigMap,
-                &config_map.name,
-                keys,
-                &reader,
-            );
+        if let Some(c) = &volume.config_map {
+            require(Source::ConfigMap, &c.name, c.optional, &c.items);
         }
         let projected = volume
             .projected
             .iter()
             .flat_map(|p| p.sources.iter().flatten());
         for projection in projected {
-            if let Some(secret) = &projection.secret
-                && secret.optional != Some(true)
-            {
-                let keys = secret.items.iter().flatten().map(|i| i.key.clone());
-                push_object(&mut references, Source::Secret, &secret.name, keys, &reader);
+            if let Some(s) = &projection.secret {
+                require(Source::Secret, &s.name, s.optional, &s.items);
             }
-            if let Some(config_map) = &projection.config_map
-                && config_map.optional != Some(true)
-            {
-                let keys = config_map.items.iter().flatten().map(|i| i.key.clone());
-                push_object(
-                    &mut references,
-                    Source::ConfigMap,
-                    &config_map.name,
-                    keys,
-                    &reader,
-                );
+            if let Some(c) = &projection.config_map {
+                require(Source::ConfigMap, &c.name, c.optional, &c.items);
             }
         }
     }

@@ -40,8 +40,7 @@ pub fn spec_or_deletion<K: Resource>(object: &K) -> Option<u64> {
 #[derive(Default)]
 pub struct PrimaryChanges {
     seen: HashMap<u64, u64>,
-    /// Keys listed since the current relist began.
-    relisted: Option<HashSet<u64>>,
+    relist: Relist<u64>,
 }
 
 impl PrimaryChanges {
@@ -49,21 +48,17 @@ impl PrimaryChanges {
     pub fn pass<K: Resource>(&mut self, event: Event<K>) -> Option<K> {
         match event {
             Event::Init => {
-                self.relisted = Some(HashSet::new());
+                self.relist.start();
                 None
             }
             Event::InitApply(object) => {
                 let key = identity(&object);
-                if let Some(relisted) = &mut self.relisted {
-                    relisted.insert(key);
-                }
+                self.relist.shows(&key);
                 self.changed(key, object)
             }
             Event::Apply(object) => self.changed(identity(&object), object),
             Event::InitDone => {
-                if let Some(relisted) = self.relisted.take() {
-                    self.seen.retain(|key, _| relisted.contains(key));
-                }
+                self.relist.end(&mut self.seen);
                 None
             }
             // Its deletion was passed when it got its deletionTimestamp.
@@ -92,12 +87,51 @@ fn hash_of<T: Hash>(value: &T) -> u64 {
     hasher.finish()
 }
 
+/// What one relist shows: at its end, the objects known before and not shown were deleted
+/// while the watch was down (no delete event came for them).
+pub struct Relist<T>(Option<HashSet<T>>);
+
+impl<T> Default for Relist<T> {
+    fn default() -> Self {
+        Self(None)
+    }
+}
+
+impl<T: Hash + Eq + Clone> Relist<T> {
+    /// A relist begins (`Init`).
+    pub fn start(&mut self) {
+        self.0 = Some(HashSet::new());
+    }
+
+    /// The relist shows `key` (`InitApply`).
+    pub fn shows(&mut self, key: &T) {
+        if let Some(shown) = &mut self.0 {
+            shown.insert(key.clone());
+        }
+    }
+
+    /// The relist ends (`InitDone`): removes from `known` what it did not show and returns it
+    /// (nothing outside a relist).
+    pub fn end<V>(&mut self, known: &mut HashMap<T, V>) -> Vec<(T, V)> {
+        let Some(shown) = self.0.take() else {
+            return Vec::new();
+        };
+        let gone: Vec<T> = known
+            .keys()
+            .filter(|key| !shown.contains(*key))
+            .cloned()
+            .collect();
+        gone.into_iter()
+            .filter_map(|key| known.remove(&key).map(|value| (key, value)))
+            .collect()
+    }
+}
+
 /// Remembers a projection's hash per object and reports the objects whose projection changed.
 pub struct ChangeTracker<K, P> {
     project: fn(&K) -> P,
     seen: HashMap<Name, u64>,
-    /// Objects listed since the current relist began.
-    relisted: Option<HashSet<Name>>,
+    relist: Relist<Name>,
 }
 
 impl<K: Resource, P: Hash> ChangeTracker<K, P> {
@@ -105,7 +139,7 @@ impl<K: Resource, P: Hash> ChangeTracker<K, P> {
         Self {
             project,
             seen: HashMap::new(),
-            relisted: None,
+            relist: Relist::default(),
         }
     }
 
@@ -114,30 +148,17 @@ impl<K: Resource, P: Hash> ChangeTracker<K, P> {
     pub fn observe(&mut self, event: &Event<K>) -> Vec<Name> {
         match event {
             Event::Init => {
-                self.relisted = Some(HashSet::new());
+                self.relist.start();
                 Vec::new()
             }
             Event::InitApply(object) => {
                 let name = name_of(object);
-                if let Some(relisted) = &mut self.relisted {
-                    relisted.insert(name.clone());
-                }
+                self.relist.shows(&name);
                 self.update(name, object)
             }
             Event::InitDone => {
-                let Some(relisted) = self.relisted.take() else {
-                    return Vec::new();
-                };
-                let gone: Vec<Name> = self
-                    .seen
-                    .keys()
-                    .filter(|n| !relisted.contains(*n))
-                    .cloned()
-                    .collect();
-                for name in &gone {
-                    self.seen.remove(name);
-                }
-                gone
+                let gone = self.relist.end(&mut self.seen);
+                gone.into_iter().map(|(name, _)| name).collect()
             }
             Event::Apply(object) => self.update(name_of(object), object),
             Event::Delete(object) => {

@@ -38,23 +38,24 @@ pub fn error_policy(s: Arc<MCPServer>, error: &ReconcileError, ctx: Arc<Context>
 
 async fn apply(s: Arc<MCPServer>, ctx: &Context) -> Result<Action, ReconcileError> {
     let name = s.name_any();
-    let namespace = s.namespace().unwrap_or_default();
     let system_namespace = &ctx.settings.system_namespace;
     let registry_map = cached(&ctx.registry, system_namespace, registry::CONFIG_MAP);
     let registry = registry::from_config_map(registry_map.as_deref(), system_namespace);
     let built = build_unless_claimed(&ctx.ids, s.as_ref(), || build(&s, &registry, &ctx.settings));
     let current = s.status.as_ref().map(status_digest);
+    let deployment = build::deployment_name(&name);
     let children = |desired: &Desired| desired.children.clone().into_set();
-    let status_of = |conflict| {
-        let deployment = ctx
-            .core
-            .children
-            .deployment(&namespace, &build::deployment_name(&name));
-        let now = kaos_workload::conditions::now();
-        status(&s, &built, conflict, deployment.as_deref(), now)
-    };
+    let status_of =
+        |conflict, deployment: Option<&_>, now| status(&s, &built, conflict, deployment, now);
     ctx.core
-        .converge_built(s.as_ref(), current, &built, children, status_of)
+        .converge_built(
+            s.as_ref(),
+            current,
+            &built,
+            &deployment,
+            children,
+            status_of,
+        )
         .await
 }
 

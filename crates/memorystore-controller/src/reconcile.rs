@@ -38,12 +38,6 @@ pub fn error_policy(s: Arc<MemoryStore>, error: &ReconcileError, ctx: Arc<Contex
 async fn apply(s: Arc<MemoryStore>, ctx: &Context) -> Result<Action, ReconcileError> {
     let name = s.name_any();
     let namespace = s.namespace().unwrap_or_default();
-    let deployment = || {
-        ctx.core
-            .children
-            .deployment(&namespace, &build::deployment_name(&name))
-    };
-    let now = kaos_workload::conditions::now;
     let current = s.status.as_ref().map(status_digest);
     // A claimed `security.id` comes first, as in KAOS: the store does nothing else.
     let conflict =
@@ -56,12 +50,17 @@ async fn apply(s: Arc<MemoryStore>, ctx: &Context) -> Result<Action, ReconcileEr
         (None, Ok(service)) => build(&s, &service, &ctx.settings),
         (None, Err(waiting)) => {
             // Nothing is written while waiting: a ModelAPI's change wakes the store.
+            let deployment = ctx
+                .core
+                .children
+                .deployment(&namespace, &build::deployment_name(&name));
+            let now = kaos_workload::conditions::now();
             let desired = status(
                 &s,
                 Progress::Waiting(&waiting),
                 None,
-                deployment().as_deref(),
-                now(),
+                deployment.as_deref(),
+                now,
             );
             return ctx
                 .core
@@ -70,18 +69,19 @@ async fn apply(s: Arc<MemoryStore>, ctx: &Context) -> Result<Action, ReconcileEr
         }
     };
     let children = |desired: &Desired| desired.clone().into_set();
-    let status_of = |conflict| {
-        let deployment = deployment();
-        status(
-            &s,
-            Progress::Built(&built),
-            conflict,
-            deployment.as_deref(),
-            now(),
-        )
+    let status_of = |conflict, deployment: Option<&_>, now| {
+        status(&s, Progress::Built(&built), conflict, deployment, now)
     };
+    let deployment = build::deployment_name(&name);
     ctx.core
-        .converge_built(s.as_ref(), current, &built, children, status_of)
+        .converge_built(
+            s.as_ref(),
+            current,
+            &built,
+            &deployment,
+            children,
+            status_of,
+        )
         .await
 }
 

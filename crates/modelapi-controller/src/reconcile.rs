@@ -65,20 +65,21 @@ fn child_set(name: &str, desired: &Desired) -> ChildSet {
 
 async fn apply(m: Arc<ModelAPI>, ctx: &Context) -> Result<Action, ReconcileError> {
     let name = m.name_any();
-    let namespace = m.namespace().unwrap_or_default();
     let built = build_unless_claimed(&ctx.ids, m.as_ref(), || build(&m, &ctx.settings));
     let current = m.status.as_ref().map(status_digest);
-    let status_of = |conflict| {
-        let deployment = ctx
-            .core
-            .children
-            .deployment(&namespace, &build::deployment_name(&name));
-        let now = kaos_workload::conditions::now();
-        status(&m, &built, conflict, deployment.as_deref(), now)
-    };
+    let deployment = build::deployment_name(&name);
     let children = |desired: &Desired| child_set(&name, desired);
+    let status_of =
+        |conflict, deployment: Option<&_>, now| status(&m, &built, conflict, deployment, now);
     ctx.core
-        .converge_built(m.as_ref(), current, &built, children, status_of)
+        .converge_built(
+            m.as_ref(),
+            current,
+            &built,
+            &deployment,
+            children,
+            status_of,
+        )
         .await
 }
 

@@ -3,7 +3,7 @@
 //! agents each unfinished run names (a step waits for its agent to be ready), and the runs of
 //! each workflow (its history, its active runs). A run's start or end wakes its workflow.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
@@ -11,7 +11,7 @@ use futures::{Stream, StreamExt, stream};
 use kaos_api::workflow::{AgentWorkflow, AgentWorkflowRun};
 use kaos_workload::index::{Name, Relation, RelationIndex};
 use kaos_workload::stores::Events;
-use kaos_workload::triggers::{ChangeTracker, name_of};
+use kaos_workload::triggers::{ChangeTracker, Relist, name_of};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::Event;
 use tokio::sync::mpsc;
@@ -78,7 +78,7 @@ pub fn runs_of(index: &Index, namespace: &str, workflow: &str) -> Vec<String> {
 pub struct RunChanges {
     /// Per run: the digest and the workflow it names.
     seen: HashMap<Name, (u64, String)>,
-    relisted: Option<HashSet<Name>>,
+    relist: Relist<Name>,
 }
 
 impl RunChanges {
@@ -86,13 +86,13 @@ impl RunChanges {
     pub fn observe(&mut self, event: &Event<AgentWorkflowRun>) -> Vec<Name> {
         match event {
             Event::Init => {
-                self.relisted = Some(HashSet::new());
+                self.relist.start();
                 Vec::new()
             }
             Event::InitApply(run) | Event::Apply(run) => {
                 let name = name_of(run);
-                if let (Event::InitApply(_), Some(relisted)) = (event, &mut self.relisted) {
-                    relisted.insert(name.clone());
+                if let Event::InitApply(_) = event {
+                    self.relist.shows(&name);
                 }
                 let digest = workflow_view(run);
                 let workflow = run.spec.workflow_ref.clone();
@@ -108,20 +108,9 @@ impl RunChanges {
                 vec![(name.0, run.spec.workflow_ref.clone())]
             }
             Event::InitDone => {
-                let Some(relisted) = self.relisted.take() else {
-                    return Vec::new();
-                };
-                let gone: Vec<Name> = self
-                    .seen
-                    .keys()
-                    .filter(|name| !relisted.contains(*name))
-                    .cloned()
-                    .collect();
+                let gone = self.relist.end(&mut self.seen);
                 gone.into_iter()
-                    .filter_map(|name| {
-                        let (_, workflow) = self.seen.remove(&name)?;
-                        Some((name.0, workflow))
-                    })
+                    .map(|(name, (_, workflow))| (name.0, workflow))
                     .collect()
             }
         }
