@@ -1,26 +1,23 @@
 //! Agent spec + resolved dependencies → the children that run it. Pure: no IO.
 
 use k8s_openapi::api::core::v1::{Container, ContainerPort, EnvVar, PodSpec, Probe};
-use kaos_api::agent::{Agent, AgentPhase, MemoryConfig};
+use kaos_api::agent::{Agent, MemoryConfig};
+use kaos_workload::container::{
+    self, apply_container_override, env, image, log_level, merge_telemetry, push_if_set,
+    python_otel_env, with_user_env,
+};
 use kaos_workload::converge::WorkloadChildren;
 use kaos_workload::pod_security::secure_pod;
 use kaos_workload::podspec::merge_pod_spec;
 use kaos_workload::scaling::ScaledChildren;
-use kaos_workload::workload::{
-    self, Workload, apply_container_override, env, image, log_level, merge_telemetry, owner_of,
-    push_if_set, python_otel_env, with_user_env,
-};
 use kube::ResourceExt;
 
+use crate::naming::{PORT, endpoint, workload};
 use crate::resolve::{BoundMemory, Resolved};
 use crate::settings::Settings;
 pub use kaos_workload::build_error::BuildError;
 
-pub const PORT: i32 = 8000;
 pub const CONTAINER: &str = "agent";
-/// Selects every child of every Agent (the controller's watch caches).
-pub const CHILD_SELECTOR: &str = "app=agent";
-
 #[derive(Clone, Debug)]
 pub struct Desired {
     pub children: WorkloadChildren,
@@ -28,66 +25,6 @@ pub struct Desired {
     pub endpoint: Option<String>,
     /// The MemoryStore binding, for the `MemoryDegraded` condition.
     pub memory: Option<BoundMemory>,
-}
-
-pub fn deployment_name(name: &str) -> String {
-    format!("agent-{name}")
-}
-
-pub fn labels(name: &str) -> std::collections::BTreeMap<String, String> {
-    [
-        ("app".to_string(), "agent".to_string()),
-        ("agent".to_string(), name.to_string()),
-    ]
-    .into()
-}
-
-pub fn workload(agent: &Agent) -> Workload {
-    let name = agent.name_any();
-    Workload {
-        name: deployment_name(&name),
-        namespace: agent.namespace().unwrap_or_else(|| "default".into()),
-        labels: labels(&name),
-        owner: owner_of(agent),
-        port: PORT,
-    }
-}
-
-/// The Agent's endpoint (None when not exposed). Deterministic, so known before anything is
-/// built.
-pub fn endpoint(agent: &Agent) -> Option<String> {
-    agent.spec.exposed().then(|| workload(agent).endpoint())
-}
-
-/// The endpoint an Agent offers its listers as a peer. Once it is built, its status decides (a
-/// peer that could not be built has none and is skipped, as in KAOS). Before that (not
-/// reconciled yet, or waiting for its own ModelAPI or MCPServers) it is taken at the endpoint
-/// its build will publish, so agents created together (a mesh, a star, a pair created before
-/// their ModelAPI is ready) are built once with every peer instead of once per peer that gets
-/// its endpoint.
-pub fn advertised_endpoint(peer: &Agent) -> Option<String> {
-    let status = peer.status.as_ref();
-    advertise(
-        status.map(|s| s.endpoint.clone()),
-        status.and_then(|s| s.phase) == Some(AgentPhase::Waiting),
-        || endpoint(peer),
-    )
-}
-
-/// [`advertised_endpoint`] from the endpoint a status publishes (None: no status yet), whether
-/// the status says the peer is waiting for its dependencies, and the endpoint the spec gives.
-pub fn advertise(
-    status_endpoint: Option<Option<String>>,
-    waiting: bool,
-    spec_endpoint: impl FnOnce() -> Option<String>,
-) -> Option<String> {
-    match status_endpoint.map(|e| e.filter(|e| !e.is_empty())) {
-        Some(Some(published)) => Some(published),
-        // Built, and not reachable (not exposed, or it failed).
-        Some(None) if !waiting => None,
-        // Not built yet.
-        _ => spec_endpoint(),
-    }
 }
 
 /// `PEER_AGENT_<NAME>_CARD_URL`: upper-cased, `-` → `_`.
@@ -103,7 +40,7 @@ fn http_probe(path: &str, initial_delay: i32, period: i32) -> Probe {
     Probe {
         timeout_seconds: None,
         failure_threshold: None,
-        ..workload::http_probe(path, PORT, initial_delay, period)
+        ..container::http_probe(path, PORT, initial_delay, period)
     }
 }
 

@@ -132,15 +132,15 @@ impl CachedAgent {
         self.status.as_ref().map(|s| s.digest)
     }
 
-    /// The endpoint it offers its listers as a peer ([`crate::build::advertised_endpoint`]).
+    /// The endpoint it offers its listers as a peer ([`crate::naming::advertised_endpoint`]).
     pub fn advertised_endpoint(&self) -> Option<String> {
         let published = self
             .status
             .as_ref()
             .map(|s| s.endpoint.as_deref().map(String::from));
         let waiting = self.phase() == Some(AgentPhase::Waiting);
-        crate::build::advertise(published, waiting, || {
-            crate::build::endpoint(&self.to_agent())
+        crate::naming::advertise(published, waiting, || {
+            crate::naming::endpoint(&self.to_agent())
         })
     }
 

@@ -14,17 +14,18 @@ use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::Runtime;
 use kaos_workload::identity::Claims;
 use kaos_workload::index::RelationIndex;
+use kaos_workload::index::name_of;
 use kaos_workload::network_policy::NetworkPolicyArgs;
 use kaos_workload::reconciler::Core;
 use kaos_workload::stores;
-use kaos_workload::triggers::{ChangeTracker, dependents_of, name_of};
+use kaos_workload::triggers::{ChangeTracker, dependents_of};
 use kaos_workload::wiring::{ChildKinds, Controllers, watch_routes, wire};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::Event;
 use tokio::sync::mpsc;
 
-use crate::build::CHILD_SELECTOR;
 use crate::cached::CachedAgent;
+use crate::naming::CHILD_SELECTOR;
 use crate::reconcile::{Context, FINALIZER, error_policy, phase_of, reconcile};
 use crate::relations::{
     self, MCP_SERVER, MCP_SERVER_AWAITED, MEMORY_STORE, MODEL_API, MODEL_API_AWAITED, PEER,

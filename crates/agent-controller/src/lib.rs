@@ -5,6 +5,7 @@
 pub mod build;
 pub mod cached;
 pub mod controller;
+pub mod naming;
 pub mod network;
 pub mod reconcile;
 pub mod relations;

@@ -10,7 +10,7 @@ use kaos_api::modelapi::ModelAPI;
 use kaos_workload::network_policy::{AgentDeps, NetworkPolicyArgs, Target, agent_policy};
 use kube::ResourceExt;
 
-use crate::build::{PORT, workload};
+use crate::naming::{PORT, workload};
 
 /// What the caches hold of an agent's dependencies.
 pub struct Cached<'a> {

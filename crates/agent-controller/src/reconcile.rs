@@ -15,8 +15,9 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
 
-use crate::build::{self, build};
+use crate::build::build;
 use crate::cached::CachedAgent;
+use crate::naming;
 use crate::network;
 use crate::relations::PEER;
 use crate::resolve::{Blocked, bind_memory, resolve};
@@ -69,7 +70,7 @@ async fn apply(object: Arc<CachedAgent>, ctx: &Context) -> Result<Action, Reconc
     let deployment = ctx
         .core
         .children
-        .deployment(&namespace, &build::deployment_name(&name));
+        .deployment(&namespace, &naming::deployment_name(&name));
     let memory_store = agent
         .spec
         .config
@@ -132,7 +133,7 @@ async fn apply(object: Arc<CachedAgent>, ctx: &Context) -> Result<Action, Reconc
     let deployment = ctx
         .core
         .children
-        .deployment(&namespace, &build::deployment_name(&name));
+        .deployment(&namespace, &naming::deployment_name(&name));
     let desired_status = status(
         &agent,
         outcome,

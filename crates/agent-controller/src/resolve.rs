@@ -14,7 +14,7 @@ pub struct Resolved {
     pub model_api_url: String,
     /// (name, endpoint), sorted by name.
     pub mcp_servers: Vec<(String, String)>,
-    /// (name, endpoint) of the peers that have one (`build::advertised_endpoint`), sorted by
+    /// (name, endpoint) of the peers that have one (`naming::advertised_endpoint`), sorted by
     /// name. The agent itself, when it lists itself, has its own (deterministic) endpoint.
     pub peers: Vec<(String, String)>,
     /// The MemoryStore the agent binds to (`config.memory` of type `remote`).
@@ -124,7 +124,7 @@ pub fn resolve<'a>(
         .iter()
         .filter_map(|name| {
             let endpoint = if *name == agent.name_any() {
-                crate::build::endpoint(agent)?
+                crate::naming::endpoint(agent)?
             } else {
                 peer_endpoint(name)?
             };

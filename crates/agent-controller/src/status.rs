@@ -132,7 +132,7 @@ pub fn status(
         replicas: rollout.replicas,
         desired_replicas: rollout.desired_replicas,
         selector: Some(kaos_workload::workload::selector_string(
-            &crate::build::labels(agent.metadata.name.as_deref().unwrap_or_default()),
+            &crate::naming::labels(agent.metadata.name.as_deref().unwrap_or_default()),
         )),
         observed_generation: generation,
         conditions,

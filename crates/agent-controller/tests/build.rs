@@ -1,6 +1,7 @@
 //! The pure Agent resolver and builder against every line of the contract (`docs/contract.md` §2).
 
-use agent_controller::build::{Desired, advertised_endpoint, build};
+use agent_controller::build::{Desired, build};
+use agent_controller::naming::advertised_endpoint;
 use agent_controller::resolve::{Blocked, Resolved, resolve};
 use agent_controller::settings::{Args, Settings};
 use clap::Parser;
@@ -351,7 +352,7 @@ fn resolution_follows_the_contracts_order() {
         let peer = peers
             .iter()
             .find(|p| p.metadata.name.as_deref() == Some(n))?;
-        agent_controller::build::advertised_endpoint(peer)
+        agent_controller::naming::advertised_endpoint(peer)
     };
 
     let missing = resolve(&a, None, find_server, find_peer).expect_err("no ModelAPI");

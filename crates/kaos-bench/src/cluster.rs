@@ -15,8 +15,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::core::DynamicObject;
 use serde_json::{Value, json};
 
-use crate::measure::CONTROLLERS;
-use crate::workload::{KINDS, kaos};
+use crate::workload::{CONTROLLERS, KINDS, kaos};
 
 /// The controllers' log level: warnings only, so logging costs nothing measurable.
 const LOG_LEVEL: (&str, &str) = ("CONTROLLER_LOG_LEVEL", "warn");

@@ -43,9 +43,9 @@ use kube::runtime::watcher;
 use serde_json::Value;
 
 use cluster::Cluster;
-use measure::{AGENT_CONTROLLER, agent_deployments, controller, env_var, is_write, kinds_of, time};
+use measure::{agent_deployments, controller, env_var, is_write, time};
 use report::{Change, ControllerStats, Outcome, Report};
-use workload::{Topology, Workload, kaos};
+use workload::{AGENT_CONTROLLER, Topology, Workload, kaos, kinds_of};
 
 #[derive(Parser)]
 struct Args {

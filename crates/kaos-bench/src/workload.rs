@@ -454,6 +454,28 @@ async fn minimal_floor(
     Ok(started.elapsed())
 }
 
+pub const AGENT_CONTROLLER: &str = "agent-controller";
+
+/// Each controller binary and the kinds it reconciles. A run creates no MemoryStores,
+/// AccessGrants or ThirdPartyServices: the memorystore and authz controllers start, as the chart
+/// runs them, and idle.
+pub const CONTROLLERS: [(&str, &[&str]); 5] = [
+    (AGENT_CONTROLLER, &["Agent"]),
+    ("modelapi-controller", &["ModelAPI"]),
+    ("mcpserver-controller", &["MCPServer"]),
+    ("memorystore-controller", &["MemoryStore"]),
+    ("authz-controller", &["AccessGrant", "ThirdPartyService"]),
+];
+
+/// The kinds a controller binary reconciles (none for a binary the bench does not know: the
+/// chart may run one it has not been told about, which then only idles here).
+pub fn kinds_of(binary: &str) -> &'static [&'static str] {
+    CONTROLLERS
+        .iter()
+        .find(|(b, _)| *b == binary)
+        .map_or(&[], |(_, kinds)| *kinds)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,6 @@
 //! ([`TestServer`]) for kubectl and separate processes. See `docs/testkit.md`.
 
 mod apply;
-pub mod audit;
 pub mod auth;
 pub mod cluster;
 pub mod error;

@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 
 use crate::build_error::BuildError;
 use crate::index::Name;
-use crate::triggers::name_of;
+use crate::index::name_of;
 
 /// The `Ready` reason of a resource whose `security.id` an older resource holds.
 pub const SECURITY_ID_CONFLICT: &str = "SecurityIdConflict";

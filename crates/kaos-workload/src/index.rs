@@ -13,11 +13,22 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use kube::Resource;
+
 /// The kind of dependency, e.g. `"modelapi"`, `"mcpserver"`, `"peer"`.
 pub type Relation = &'static str;
 
 /// A (namespace, name) pair.
 pub type Name = (String, String);
+
+/// (namespace, name) of an object.
+pub fn name_of<K: Resource>(object: &K) -> Name {
+    let meta = object.meta();
+    (
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
+    )
+}
 
 /// A name's number in [`Names`].
 type Id = u32;
@@ -88,9 +99,9 @@ impl RelationIndex {
         use kube::runtime::watcher::Event;
         match event {
             Event::Apply(object) | Event::InitApply(object) => {
-                self.set(&crate::triggers::name_of(object), edges(object))
+                self.set(&name_of(object), edges(object))
             }
-            Event::Delete(object) => self.remove(&crate::triggers::name_of(object)),
+            Event::Delete(object) => self.remove(&name_of(object)),
             Event::Init | Event::InitDone => {}
         }
     }

@@ -1,24 +1,10 @@
-//! The operator settings of `docs/contract.md` §3 that more than one workload controller reads:
-//! Gateway API routes and the defaults of the pods they generate.
+//! The operator settings of `docs/contract.md` §3 that every workload controller reads: the
+//! defaults of the pods they generate.
 
 use clap::{ArgAction, Args};
 
 use crate::network_policy::NetworkPolicyArgs;
 use crate::pod_security::PodSecurity;
-
-/// Gateway API settings (all three controllers create HTTPRoutes).
-#[derive(Args, Clone, Debug, Default, PartialEq)]
-pub struct GatewayArgs {
-    /// Create an HTTPRoute per resource.
-    #[arg(long, env = "GATEWAY_API_ENABLED", default_value_t = false, action = ArgAction::Set)]
-    pub gateway_api_enabled: bool,
-    /// The Gateway the routes attach to.
-    #[arg(long, env = "GATEWAY_NAME")]
-    pub gateway_name: Option<String>,
-    /// Namespace of that Gateway (default: the route's namespace).
-    #[arg(long, env = "GATEWAY_NAMESPACE")]
-    pub gateway_namespace: Option<String>,
-}
 
 /// Defaults applied to the pods the controllers create.
 #[derive(Args, Clone, Debug, Default, PartialEq)]

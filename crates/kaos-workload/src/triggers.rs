@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use futures::{Stream, StreamExt, stream};
 use kube::runtime::reflector::ObjectRef;
 
-use crate::index::{Name, Relation, RelationIndex};
+use crate::index::{Name, Relation, RelationIndex, name_of};
 use crate::stores::Events;
 
 /// The primary's predicate: its generation (spec changes), whether it is being deleted, and its
@@ -178,15 +178,6 @@ impl<K: Resource, P: Hash> ChangeTracker<K, P> {
             _ => vec![name],
         }
     }
-}
-
-/// (namespace, name) of an object.
-pub fn name_of<K: Resource>(object: &K) -> Name {
-    let meta = object.meta();
-    (
-        meta.namespace.clone().unwrap_or_default(),
-        meta.name.clone().unwrap_or_default(),
-    )
 }
 
 /// A relation and what its dependents read of a `D`.

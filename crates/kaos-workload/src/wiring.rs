@@ -26,11 +26,11 @@ use crate::child_store::{ChildStore, child_store};
 use crate::converge::{ChildKind, Children};
 use crate::deployment_view::DeploymentView;
 use crate::expectations::Expectations;
+use crate::gateway::http_route_resource;
 use crate::meta_view::MetaView;
 use crate::reconciler::{Primary, status_key};
 use crate::stores;
 use crate::triggers::PrimaryChanges;
-use crate::workload::http_route_resource;
 
 /// Which optional children a kind has.
 #[derive(Clone, Copy, Debug, Default)]

@@ -349,7 +349,7 @@ pub fn render(documents: &[Value]) -> anyhow::Result<Rendered> {
             |n| servers.iter().find(|s| named(*s, &ns, n)),
             |n| {
                 let peer = agents.iter().find(|p| named(*p, &ns, n))?;
-                agent_controller::build::advertised_endpoint(peer)
+                agent_controller::naming::advertised_endpoint(peer)
             },
         )
         .and_then(|mut resolved| {

@@ -3,15 +3,16 @@
 use k8s_openapi::api::core::v1::{Container, ContainerPort, PodSpec, Probe, TCPSocketAction};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kaos_api::mcpserver::{CUSTOM_RUNTIME, MCPServer};
+use kaos_workload::container::{
+    apply_container_override, env, image, log_level, merge_telemetry, python_otel_env,
+    with_user_env,
+};
 use kaos_workload::converge::WorkloadChildren;
 use kaos_workload::network_policy;
 use kaos_workload::pod_security::secure_pod;
 use kaos_workload::podspec::merge_pod_spec;
 use kaos_workload::scaling::ScaledChildren;
-use kaos_workload::workload::{
-    Workload, apply_container_override, env, image, log_level, merge_telemetry, owner_of,
-    python_otel_env, with_user_env,
-};
+use kaos_workload::workload::{Workload, owner_of};
 use kube::ResourceExt;
 
 use crate::registry::{Registry, RegistryError, RuntimeSpec};

@@ -17,14 +17,15 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kaos_api::memorystore::{
     DEFAULT_VOLUME_SIZE, MemoryStore, MemoryStoreSpec, PORT, StorageType, service_name,
 };
+use kaos_workload::container::{
+    apply_container_override, env, http_probe, image, merge_telemetry, push_if_set,
+    python_otel_env, with_user_env,
+};
 use kaos_workload::converge::{Child, ChildSet, WorkloadChildren};
 use kaos_workload::network_policy::{self, Target};
 use kaos_workload::pod_security::secure_pod;
 use kaos_workload::podspec::merge_pod_spec;
-use kaos_workload::workload::{
-    Workload, apply_container_override, env, http_probe, image, merge_telemetry, owner_of,
-    push_if_set, python_otel_env, with_user_env,
-};
+use kaos_workload::workload::{Workload, owner_of};
 use kube::ResourceExt;
 
 use crate::models::ModelService;

@@ -11,9 +11,10 @@ use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::Runtime;
 use kaos_workload::identity::Claims;
 use kaos_workload::index::RelationIndex;
+use kaos_workload::index::name_of;
 use kaos_workload::reconciler::Core;
 use kaos_workload::stores;
-use kaos_workload::triggers::{dependents_of, name_of};
+use kaos_workload::triggers::dependents_of;
 use kaos_workload::wiring::{ChildKinds, Controllers, watch_routes, wire};
 use kube::runtime::watcher::Event;
 

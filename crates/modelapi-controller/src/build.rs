@@ -10,14 +10,14 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kaos_api::modelapi::{ModelAPI, ModelAPIMode, ProxyConfig};
+use kaos_workload::container::{
+    apply_container_override, env, http_probe, image, log_level, merge_telemetry, with_user_env,
+};
 use kaos_workload::network_policy;
 use kaos_workload::pod_security::secure_pod;
 use kaos_workload::podspec::{merge_pod_spec, secret_hash, stable_hash};
 use kaos_workload::scaling::ScaledChildren;
-use kaos_workload::workload::{
-    Workload, apply_container_override, env, http_probe, image, log_level, merge_telemetry,
-    owner_of, with_user_env,
-};
+use kaos_workload::workload::{Workload, owner_of};
 use kube::ResourceExt;
 use kube::core::DynamicObject;
 

@@ -9,9 +9,10 @@ use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt, stream};
 use kaos_api::workflow::{AgentWorkflow, AgentWorkflowRun};
+use kaos_workload::index::name_of;
 use kaos_workload::index::{Name, Relation, RelationIndex};
 use kaos_workload::stores::Events;
-use kaos_workload::triggers::{ChangeTracker, Relist, name_of};
+use kaos_workload::triggers::{ChangeTracker, Relist};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::Event;
 use tokio::sync::mpsc;

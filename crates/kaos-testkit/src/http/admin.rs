@@ -9,10 +9,10 @@ use serde_json::{Value, json};
 
 use super::ApiServer;
 use super::path::Query;
-use crate::audit::AuditRecord;
 use crate::auth::{Grant, Identity};
 use crate::error::{ApiError, ApiResult};
 use crate::faults::FaultConfig;
+use crate::http::audit::AuditRecord;
 
 pub fn handle(
     server: &ApiServer,

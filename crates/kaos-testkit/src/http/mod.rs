@@ -2,6 +2,7 @@
 //! router (a `tower::Service`, usable in-process by `kube::Client` or served over TCP).
 
 mod admin;
+pub mod audit;
 mod discovery;
 pub mod path;
 mod review;
@@ -21,13 +22,13 @@ use http::{HeaderMap, Method, StatusCode, Uri, header};
 use kaos_schema::UnknownFields;
 use serde_json::{Value, json};
 
-use crate::audit::{Audit, AuditRecord};
 use crate::auth::{Auth, Identity};
 use crate::cluster::{
     Cluster, ListOptions, Patch, PatchType, Propagation, Subresource, WriteOptions,
 };
 use crate::error::{ApiError, ApiResult};
 use crate::faults::{Fault, Faults};
+use crate::http::audit::{Audit, AuditRecord};
 use crate::resources::ResourceType;
 use crate::selectors::{FieldSelector, LabelSelector};
 use path::{Query, Route, Target};

@@ -16,10 +16,10 @@ use serde::de::DeserializeOwned;
 
 use crate::children::{stamp_desired_hash, stamp_with};
 use crate::deployment_view::DeploymentView;
+use crate::gateway::http_route_resource;
 use crate::meta_view::MetaView;
 use crate::packed::Labelled;
 use crate::podspec::secret_hash;
-use crate::workload::http_route_resource;
 
 /// What converge needs of a child type: its API, what its cache keeps and how it is compared.
 pub trait ChildResource:

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use http::{Method, Uri};
 
-use crate::http::path::Target;
+use super::path::Target;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct AuditRecord {
