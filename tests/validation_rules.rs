@@ -1,5 +1,6 @@
 //! The CRDs reject bad input with a message naming the field and what to fix, and their defaults
 //! are the same as the Rust types' defaults (so `kaosctl render` and the API server agree).
+//! Long because `rejected_cases` is one table, a row per rule, best read in one place.
 
 use kaos_api::agent::Agent;
 use kaos_api::mcpserver::MCPServer;

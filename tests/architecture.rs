@@ -1,0 +1,214 @@
+//! The shape `docs/architecture.md` promises, checked on the sources so it stays true: the
+//! process half (`kaos-runtime`) knows no kaos.tools kind, no controller depends on another, no
+//! two modules of a crate import each other (directly or round a circle), and no source file
+//! grows past ~600 lines without saying why at its top.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use kaos_harness::repo_root;
+use regex::Regex;
+
+/// Longer than this, a file says at its top why it is long (a line with "long" in its first
+/// ten, e.g. "Long because the cases read best side by side").
+const MAX_LINES: usize = 600;
+
+fn crates() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(repo_root().join("crates"))
+        .expect("crates/ is readable")
+        .map(|e| e.expect("readable entry").path())
+        .filter(|p| p.join("Cargo.toml").exists())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries {
+        let path = entry.expect("readable entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The `[dependencies]` (not dev) of a crate's manifest, by name.
+fn dependencies(crate_dir: &Path) -> BTreeSet<String> {
+    let manifest = std::fs::read_to_string(crate_dir.join("Cargo.toml")).expect("manifest");
+    let section = manifest
+        .split("\n[dependencies]\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n[").next())
+        .unwrap_or_default();
+    section
+        .lines()
+        .filter_map(|line| line.split(['=', '.', ' ']).next())
+        .filter(|name| !name.is_empty() && !name.starts_with('#'))
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn the_process_half_knows_no_kind_and_controllers_depend_on_no_controller() {
+    let runtime = dependencies(&repo_root().join("crates/kaos-runtime"));
+    assert!(
+        !runtime.contains("kaos-api") && !runtime.contains("kaos-workload"),
+        "kaos-runtime must stay the process half: {runtime:?}"
+    );
+    for dir in crates() {
+        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+        let name = name.unwrap_or_default();
+        if !name.ends_with("-controller") {
+            continue;
+        }
+        let others: Vec<String> = dependencies(&dir)
+            .into_iter()
+            .filter(|d| d.ends_with("-controller"))
+            .collect();
+        assert!(others.is_empty(), "{name} depends on {others:?}");
+    }
+}
+
+/// A crate's top-level module of each source file (`crate` for lib.rs/main.rs), by file.
+fn module_of(src: &Path, file: &Path) -> String {
+    let relative = file.strip_prefix(src).expect("under src");
+    let first = relative
+        .components()
+        .next()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .unwrap_or_default();
+    first.trim_end_matches(".rs").to_string()
+}
+
+/// The code of a file that is compiled outside tests and is not a comment.
+fn code(text: &str) -> String {
+    let test_module = Regex::new(r"#\[cfg\(test\)\]\s*mod\s+\w+\s*[;{]").expect("valid regex");
+    let end = test_module.find(text).map_or(text.len(), |m| m.start());
+    let comment = Regex::new(r"(?m)^\s*//.*$").expect("valid regex");
+    comment.replace_all(&text[..end], "").into_owned()
+}
+
+/// The modules of this crate a file's code names (`crate::x`, `crate::{x, y}`).
+fn used_modules(code: &str, modules: &BTreeSet<String>) -> BTreeSet<String> {
+    let path = Regex::new(r"crate::(\w+)").expect("valid regex");
+    let group = Regex::new(r"crate::\{([^}]*)\}").expect("valid regex");
+    let word = Regex::new(r"(?:^|,)\s*(\w+)").expect("valid regex");
+    let mut used: BTreeSet<String> = path.captures_iter(code).map(|c| c[1].to_string()).collect();
+    for names in group.captures_iter(code) {
+        used.extend(word.captures_iter(&names[1]).map(|c| c[1].to_string()));
+    }
+    used.retain(|m| modules.contains(m));
+    used
+}
+
+/// A circle in `graph`, if any (the modules on it, in order).
+fn circle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|n| n == node) {
+            return Some(path[at..].to_vec());
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node.to_string());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(found) = visit(next, graph, path, done) {
+                return Some(found);
+            }
+        }
+        path.pop();
+        done.insert(node.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    graph
+        .keys()
+        .find_map(|node| visit(node, graph, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn no_two_modules_of_a_crate_import_each_other() {
+    for dir in crates() {
+        let src = dir.join("src");
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        let modules: BTreeSet<String> = files
+            .iter()
+            .map(|f| module_of(&src, f))
+            .filter(|m| !["lib", "main", "bin"].contains(&m.as_str()))
+            .collect();
+        let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for file in &files {
+            let module = module_of(&src, file);
+            if !modules.contains(&module) {
+                continue;
+            }
+            let text = std::fs::read_to_string(file).expect("source is readable");
+            let mut used = used_modules(&code(&text), &modules);
+            used.remove(&module);
+            graph.entry(module).or_default().extend(used);
+        }
+        assert_eq!(
+            circle(&graph),
+            None,
+            "modules of {} import each other round this circle",
+            dir.display()
+        );
+    }
+}
+
+#[test]
+fn the_circle_finder_finds_a_circle() {
+    let graph: BTreeMap<String, BTreeSet<String>> = [
+        ("build", vec!["resolve"]),
+        ("resolve", vec!["naming"]),
+        ("naming", vec!["build"]),
+        ("status", vec!["build"]),
+    ]
+    .into_iter()
+    .map(|(m, used)| (m.into(), used.into_iter().map(String::from).collect()))
+    .collect();
+    assert_eq!(
+        circle(&graph),
+        Some(vec!["build".into(), "resolve".into(), "naming".into()])
+    );
+    let mut acyclic = graph;
+    acyclic.insert("naming".into(), BTreeSet::new());
+    assert_eq!(circle(&acyclic), None);
+}
+
+#[test]
+fn no_source_file_is_long_without_a_reason_at_its_top() {
+    let mut files = Vec::new();
+    for dir in crates() {
+        rust_files(&dir.join("src"), &mut files);
+        rust_files(&dir.join("tests"), &mut files);
+    }
+    rust_files(&repo_root().join("tests"), &mut files);
+    let long: Vec<String> = files
+        .iter()
+        .filter_map(|file| {
+            let text = std::fs::read_to_string(file).expect("source is readable");
+            let lines = text.lines().count();
+            let says_why = text
+                .lines()
+                .take(10)
+                .any(|line| line.starts_with("//") && line.to_lowercase().contains("long"));
+            (lines > MAX_LINES && !says_why).then(|| format!("{} ({lines} lines)", file.display()))
+        })
+        .collect();
+    assert!(
+        long.is_empty(),
+        "split these by concern, or say at the top why they are long: {long:?}"
+    );
+}
