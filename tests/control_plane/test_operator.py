@@ -200,16 +200,24 @@ def test_every_replica_turns_ready_once_synced_and_one_leads(controllers):
     wait_ready_and_one_leading(controllers)
 
 
-def wait_ready_and_one_leading(controllers):
+def wait_ready_and_one_leading(controllers, restart=False):
     """Every replica answers 200 on /readyz and /healthz, and each Lease is held by one of
-    ours, the only replica of its controller whose metrics say it leads."""
+    ours, the only replica of its controller whose metrics say it leads. With `restart`, a
+    replica that exits meanwhile is started again, as the kubelet would (one that lost its
+    Lease to a fault still in flight when the faults were cleared exits a moment later)."""
+    def restarted():
+        if restart:
+            controllers.restart_exited()
     for replica in controllers.replicas:
-        wait_until(f"{replica.name} /readyz and /healthz to answer 200", lambda: (
-            (codes := (replica.probe("/readyz"), replica.probe("/healthz"))) == (200, 200),
-            codes))
+        def ready():
+            restarted()
+            codes = (replica.probe("/readyz"), replica.probe("/healthz"))
+            return codes == (200, 200), codes
+        wait_until(f"{replica.name} /readyz and /healthz to answer 200", ready)
     for binary in CONTROLLERS:
         def one_leads():
             """The Lease holder is one of ours, and the only replica whose metrics say so."""
+            restarted()
             leader = controllers.leader(binary)
             leading = {r.name: r.sample("leader_election_master_status",
                                         name=lease_name(binary)) for r in controllers.of(binary)}
@@ -819,5 +827,5 @@ def test_converges_through_injected_faults(cluster, controllers, namespaces):
     controllers.restart_exited()
     print(f"converged through {len(faulted)} injected faults; starts per replica: "
           f"{ {r.name: r.starts for r in controllers.replicas} }")
-    wait_ready_and_one_leading(controllers)
+    wait_ready_and_one_leading(controllers, restart=True)
     assert not not_converged(cluster, namespace)
