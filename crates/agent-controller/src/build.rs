@@ -241,7 +241,7 @@ pub fn build(
         None => generated,
     };
     let workload = workload(agent);
-    let scaled = ScaledChildren::of(&workload, &spec.scaling());
+    let scaled = ScaledChildren::of(&workload, &spec.scaling);
     let exposed = spec.exposed();
     let timeout = spec
         .gateway_route

@@ -224,7 +224,7 @@ mod tests {
             kept.conditions[1], status.conditions[1],
             "another controller's condition is kept whole"
         );
-        assert_eq!(kept.deployment, None, "rebuilt from the Deployment");
+        assert_eq!(kept.scale.deployment, None, "rebuilt from the Deployment");
         assert_eq!(
             cached.advertised_endpoint().as_deref(),
             Some("http://agent-a.ns.svc.cluster.local:8000")

@@ -128,11 +128,8 @@ pub fn status(
         endpoint,
         linked_resources: linked_resources(agent),
         message: Some(message),
-        deployment: rollout.mirror,
-        replicas: rollout.replicas,
-        desired_replicas: rollout.desired_replicas,
-        selector: Some(kaos_workload::workload::selector_string(
-            &crate::naming::labels(agent.metadata.name.as_deref().unwrap_or_default()),
+        scale: rollout.into_scale_status(&crate::naming::labels(
+            agent.metadata.name.as_deref().unwrap_or_default(),
         )),
         observed_generation: generation,
         conditions,

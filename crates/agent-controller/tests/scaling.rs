@@ -32,8 +32,8 @@ async fn kubectl_scale_agent_sets_its_replicas_and_the_budget_follows() {
     h.apply(&Agent::test("a"));
     let agent = h.until_phase::<Agent>("a", AgentPhase::Ready).await;
     let status = agent.status.expect("status");
-    assert_eq!(status.selector.as_deref(), Some("agent=a,app=agent"));
-    assert_eq!(status.desired_replicas, Some(1));
+    assert_eq!(status.scale.selector.as_deref(), Some("agent=a,app=agent"));
+    assert_eq!(status.scale.desired_replicas, Some(1));
     assert!(
         h.get_opt::<PodDisruptionBudget>("agent-a").await.is_none(),
         "one pod: no budget, so a drain is never blocked"
@@ -75,7 +75,7 @@ async fn kubectl_scale_agent_sets_its_replicas_and_the_budget_follows() {
     assert_eq!(spec["maxUnavailable"], 1);
     assert_eq!(spec["selector"]["matchLabels"]["agent"], "a");
     h.until("a", "reporting three pods asked for", |a: &Agent| {
-        a.status.as_ref().and_then(|s| s.desired_replicas) == Some(3)
+        a.status.as_ref().and_then(|s| s.scale.desired_replicas) == Some(3)
     })
     .await;
 
@@ -129,7 +129,7 @@ async fn an_autoscaled_agent_leaves_its_replicas_to_the_autoscaler() {
         .await
         .expect("scale deployment");
     h.until("a", "reporting four pods asked for", |a: &Agent| {
-        a.status.as_ref().and_then(|s| s.desired_replicas) == Some(4)
+        a.status.as_ref().and_then(|s| s.scale.desired_replicas) == Some(4)
     })
     .await;
     // Nothing is written back, and a change of the agent rolls its pods at 4.

@@ -8,12 +8,13 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::common::{
-    Conditions, ContainerOverride, DNS_LABEL, DeploymentStatus, GatewayRoute, MAX_ENV_TEXT,
-    MAX_MODEL_ID, Security, Telemetry, condition_list_schema, default_true,
+    Conditions, ContainerOverride, DNS_LABEL, GatewayRoute, MAX_ENV_TEXT, MAX_MODEL_ID,
+    ScaleStatus, Security, Telemetry, condition_list_schema, default_true,
 };
 use crate::mcpserver;
 use crate::memorystore::{self, ReadScope};
 use crate::modelapi;
+use crate::scaling::WorkloadScaling;
 
 /// The longest Agent name: its Deployment and Service `agent-<name>` must be a DNS label (63).
 pub const MAX_NAME_LENGTH: u32 = 57;
@@ -87,18 +88,9 @@ pub struct AgentSpec {
     /// creates it anyway.
     #[serde(default = "default_true")]
     pub wait_for_dependencies: bool,
-    /// Number of pods (exclusive with `autoscaling`); `kubectl scale` sets it through the scale
-    /// subresource. Unset: 1 at creation, then left alone.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
-    pub replicas: Option<i32>,
-    /// Autoscaling by a HorizontalPodAutoscaler the controller owns (exclusive with `replicas`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub autoscaling: Option<crate::scaling::Autoscaling>,
-    /// The PodDisruptionBudget: by default one with `maxUnavailable: 1` when more than one pod
-    /// can run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod_disruption_budget: Option<crate::scaling::DisruptionBudget>,
+    /// `replicas`, `autoscaling` and `podDisruptionBudget`.
+    #[serde(flatten)]
+    pub scaling: WorkloadScaling,
     /// Gateway API route settings, used only when the operator runs with
     /// `GATEWAY_API_ENABLED=true`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -469,18 +461,9 @@ pub struct AgentStatus {
     /// A human-readable summary of the phase, e.g. `Deployment ready replicas: 1/1`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-    /// The owned Deployment's status.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deployment: Option<DeploymentStatus>,
-    /// Pods of the Deployment now (`status.replicas` of its scale subresource).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replicas: Option<i32>,
-    /// Pods the Deployment is asked for: `spec.replicas`, or the autoscaler's choice.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub desired_replicas: Option<i32>,
-    /// The label selector of the pods, for the scale subresource (`kubectl scale`, KEDA).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub selector: Option<String>,
+    /// `deployment`, `replicas`, `desiredReplicas` and `selector`.
+    #[serde(flatten)]
+    pub scale: ScaleStatus,
     /// The `metadata.generation` this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
@@ -501,16 +484,5 @@ impl AgentSpec {
         self.agent_network
             .as_ref()
             .map_or(&[][..], |n| n.access.as_slice())
-    }
-}
-
-impl AgentSpec {
-    /// The replica settings: `replicas`, `autoscaling` and `podDisruptionBudget`.
-    pub fn scaling(&self) -> crate::scaling::Scaling<'_> {
-        crate::scaling::Scaling {
-            replicas: self.replicas,
-            autoscaling: self.autoscaling.as_ref(),
-            disruption_budget: self.pod_disruption_budget.as_ref(),
-        }
     }
 }

@@ -183,6 +183,27 @@ pub struct DeploymentStatus {
     pub conditions: Vec<DeploymentCondition>,
 }
 
+/// The owned Deployment as a workload's status shows it: its own status, its pods now and asked
+/// for, and their selector (what a scale subresource reads). Flattened into the status of Agent,
+/// ModelAPI, MCPServer and MemoryStore.
+// Flattened: the scale subresource reads `.status.replicas` and `.status.selector`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ScaleStatus {
+    /// The owned Deployment's status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment: Option<DeploymentStatus>,
+    /// Pods of the Deployment now (`status.replicas` of its scale subresource).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    /// Pods the Deployment is asked for: `spec.replicas`, or the autoscaler's choice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired_replicas: Option<i32>,
+    /// The label selector of the pods, for the scale subresource (`kubectl scale`, KEDA).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+}
+
 /// The observed state: phase, readiness, endpoint and the owned Deployment's status (the
 /// status of ModelAPI and MemoryStore, which add nothing of their own).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -201,18 +222,9 @@ pub struct WorkloadStatus {
     /// A human-readable summary of the phase, e.g. `Deployment ready replicas: 1/1`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-    /// The owned Deployment's status.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deployment: Option<DeploymentStatus>,
-    /// Pods of the Deployment now (`status.replicas` of its scale subresource).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replicas: Option<i32>,
-    /// Pods the Deployment is asked for: `spec.replicas`, or the autoscaler's choice.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub desired_replicas: Option<i32>,
-    /// The label selector of the pods, for the scale subresource (`kubectl scale`, KEDA).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub selector: Option<String>,
+    /// `deployment`, `replicas`, `desiredReplicas` and `selector`.
+    #[serde(flatten)]
+    pub scale: ScaleStatus,
     /// The `metadata.generation` this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
@@ -253,4 +265,18 @@ pub(crate) fn condition_list_schema(schema: &mut schemars::Schema) {
         "x-kubernetes-list-map-keys".into(),
         serde_json::json!(["type"]),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_flattened_scale_fields_stay_where_they_were_in_the_json() {
+        let json = r#"{"ready":true,"message":"up","deployment":{"replicas":2,"readyReplicas":2,"availableReplicas":2,"updatedReplicas":2},"replicas":2,"desiredReplicas":3,"selector":"app=a","observedGeneration":4}"#;
+        let status: WorkloadStatus = serde_json::from_str(json).expect("status");
+        assert_eq!(status.scale.desired_replicas, Some(3));
+        assert_eq!(status.scale.selector.as_deref(), Some("app=a"));
+        assert_eq!(serde_json::to_string(&status).expect("json"), json);
+    }
 }

@@ -7,9 +7,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::common::{
-    Conditions, ContainerOverride, DNS_LABEL, DNS_SUBDOMAIN, DeploymentStatus, GatewayRoute,
-    MAX_ENV_TEXT, Phase, Security, Telemetry, condition_list_schema,
+    Conditions, ContainerOverride, DNS_LABEL, DNS_SUBDOMAIN, GatewayRoute, MAX_ENV_TEXT, Phase,
+    ScaleStatus, Security, Telemetry, condition_list_schema,
 };
+use crate::scaling::WorkloadScaling;
 
 /// The longest MCPServer name: its Deployment and Service `mcpserver-<name>` must be a DNS label.
 pub const MAX_NAME_LENGTH: u32 = 53;
@@ -67,18 +68,9 @@ pub struct MCPServerSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253), pattern(DNS_SUBDOMAIN))]
     pub service_account_name: Option<String>,
-    /// Number of pods (exclusive with `autoscaling`); `kubectl scale` sets it through the scale
-    /// subresource. Unset: 1 at creation, then left alone.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
-    pub replicas: Option<i32>,
-    /// Autoscaling by a HorizontalPodAutoscaler the controller owns (exclusive with `replicas`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub autoscaling: Option<crate::scaling::Autoscaling>,
-    /// The PodDisruptionBudget: by default one with `maxUnavailable: 1` when more than one pod
-    /// can run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod_disruption_budget: Option<crate::scaling::DisruptionBudget>,
+    /// `replicas`, `autoscaling` and `podDisruptionBudget`.
+    #[serde(flatten)]
+    pub scaling: WorkloadScaling,
     /// OpenTelemetry settings, merged with the operator's `DEFAULT_TELEMETRY_*` defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<Telemetry>,
@@ -115,18 +107,9 @@ pub struct MCPServerStatus {
     /// A human-readable summary of the phase, e.g. `Deployment ready replicas: 1/1`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-    /// The owned Deployment's status.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deployment: Option<DeploymentStatus>,
-    /// Pods of the Deployment now (`status.replicas` of its scale subresource).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replicas: Option<i32>,
-    /// Pods the Deployment is asked for: `spec.replicas`, or the autoscaler's choice.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub desired_replicas: Option<i32>,
-    /// The label selector of the pods, for the scale subresource (`kubectl scale`, KEDA).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub selector: Option<String>,
+    /// `deployment`, `replicas`, `desiredReplicas` and `selector`.
+    #[serde(flatten)]
+    pub scale: ScaleStatus,
     /// Tool names the server offers. Always empty for now: listing them needs an MCP handshake
     /// with the running server, which the controller does not do yet.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -138,15 +121,4 @@ pub struct MCPServerStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(transform = condition_list_schema)]
     pub conditions: Conditions,
-}
-
-impl MCPServerSpec {
-    /// The replica settings: `replicas`, `autoscaling` and `podDisruptionBudget`.
-    pub fn scaling(&self) -> crate::scaling::Scaling<'_> {
-        crate::scaling::Scaling {
-            replicas: self.replicas,
-            autoscaling: self.autoscaling.as_ref(),
-            disruption_budget: self.pod_disruption_budget.as_ref(),
-        }
-    }
 }

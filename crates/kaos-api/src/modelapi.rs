@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::common::{
     ContainerOverride, GatewayRoute, MAX_MODEL_ID, MAX_URL, Security, Telemetry, WorkloadStatus,
 };
+use crate::scaling::WorkloadScaling;
 
 /// The longest ModelAPI name: its Deployment and Service `modelapi-<name>` must be a DNS label.
 pub const MAX_NAME_LENGTH: u32 = 54;
@@ -67,18 +68,9 @@ pub struct ModelAPISpec {
     /// Settings of `Hosted` mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hosted_config: Option<HostedConfig>,
-    /// Number of pods (exclusive with `autoscaling`); `kubectl scale` sets it through the scale
-    /// subresource. Unset: 1 at creation, then left alone.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
-    pub replicas: Option<i32>,
-    /// Autoscaling by a HorizontalPodAutoscaler the controller owns (exclusive with `replicas`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub autoscaling: Option<crate::scaling::Autoscaling>,
-    /// The PodDisruptionBudget: by default one with `maxUnavailable: 1` when more than one pod
-    /// can run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod_disruption_budget: Option<crate::scaling::DisruptionBudget>,
+    /// `replicas`, `autoscaling` and `podDisruptionBudget`.
+    #[serde(flatten)]
+    pub scaling: WorkloadScaling,
     /// Gateway API route settings, used only when the operator runs with
     /// `GATEWAY_API_ENABLED=true`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -241,17 +233,6 @@ pub fn model_pattern_matches(pattern: &str, model: &str) -> bool {
     }
 }
 
-impl ModelAPISpec {
-    /// The replica settings: `replicas`, `autoscaling` and `podDisruptionBudget`.
-    pub fn scaling(&self) -> crate::scaling::Scaling<'_> {
-        crate::scaling::Scaling {
-            replicas: self.replicas,
-            autoscaling: self.autoscaling.as_ref(),
-            disruption_budget: self.pod_disruption_budget.as_ref(),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,9 +260,7 @@ mod tests {
             hosted_config: Some(HostedConfig {
                 model: "ignored".into(),
             }),
-            replicas: None,
-            autoscaling: None,
-            pod_disruption_budget: None,
+            scaling: Default::default(),
             gateway_route: None,
             telemetry: None,
             container: None,

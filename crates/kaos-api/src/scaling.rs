@@ -1,6 +1,6 @@
-//! How many pods a workload runs and how many may be taken down at once: `spec.autoscaling`
-//! (an owned HorizontalPodAutoscaler) and `spec.podDisruptionBudget`, shared by Agent,
-//! ModelAPI and MCPServer.
+//! How many pods a workload runs and how many may be taken down at once: `spec.replicas`,
+//! `spec.autoscaling` (an owned HorizontalPodAutoscaler) and `spec.podDisruptionBudget`, shared
+//! by Agent, ModelAPI and MCPServer.
 
 use k8s_openapi::api::autoscaling::v2::{HorizontalPodAutoscalerBehavior, MetricSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -80,19 +80,32 @@ pub struct DisruptionBudget {
     pub max_unavailable: Option<IntOrString>,
 }
 
-/// The replica settings of one workload, as its builder reads them.
-#[derive(Clone, Copy, Debug)]
-pub struct Scaling<'a> {
+/// The replica settings of a workload, flattened into the specs of Agent, ModelAPI and
+/// MCPServer: one definition of the three fields and their documentation.
+// The spec's `scale` subresource and the object rule read `spec.replicas`: flattened, the
+// fields stay where they were.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadScaling {
+    /// Number of pods (exclusive with `autoscaling`); `kubectl scale` sets it through the scale
+    /// subresource. Unset: 1 at creation, then left alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub replicas: Option<i32>,
-    pub autoscaling: Option<&'a Autoscaling>,
-    pub disruption_budget: Option<&'a DisruptionBudget>,
+    /// Autoscaling by a HorizontalPodAutoscaler the controller owns (exclusive with `replicas`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaling: Option<Autoscaling>,
+    /// The PodDisruptionBudget: by default one with `maxUnavailable: 1` when more than one pod
+    /// can run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_disruption_budget: Option<DisruptionBudget>,
 }
 
-impl Scaling<'_> {
+impl WorkloadScaling {
     /// The most pods the workload can run: the autoscaler's maximum, else its replicas (1
     /// when unset).
     pub fn most_pods(&self) -> i32 {
-        match self.autoscaling {
+        match &self.autoscaling {
             Some(a) => a.max_replicas,
             None => self.replicas.unwrap_or(1),
         }
@@ -100,7 +113,7 @@ impl Scaling<'_> {
 
     /// Whether the workload gets a PodDisruptionBudget.
     pub fn wants_disruption_budget(&self) -> bool {
-        match self.disruption_budget.and_then(|b| b.enabled) {
+        match self.pod_disruption_budget.as_ref().and_then(|b| b.enabled) {
             Some(enabled) => enabled,
             None => self.most_pods() >= 2,
         }
@@ -121,43 +134,49 @@ mod tests {
     }
 
     #[test]
+    fn the_flattened_fields_stay_where_they_were_in_the_json() {
+        let json = r#"{"modelAPI":"m","model":"x","waitForDependencies":true,"replicas":2,"podDisruptionBudget":{"maxUnavailable":1},"gatewayRoute":{"timeout":"30s"}}"#;
+        let spec: crate::agent::AgentSpec = serde_json::from_str(json).expect("spec");
+        assert_eq!(spec.scaling.replicas, Some(2));
+        assert_eq!(serde_json::to_string(&spec).expect("json"), json);
+        assert_eq!(
+            spec.scaling
+                .pod_disruption_budget
+                .and_then(|b| b.max_unavailable),
+            Some(IntOrString::Int(1))
+        );
+        let scaled = r#"{"runtime":"slack","autoscaling":{"maxReplicas":4}}"#;
+        let spec: crate::mcpserver::MCPServerSpec = serde_json::from_str(scaled).expect("spec");
+        assert_eq!(spec.scaling.autoscaling.map(|a| a.max_replicas), Some(4));
+    }
+
+    #[test]
     fn a_budget_only_where_more_than_one_pod_can_run_unless_overridden() {
-        let two = autoscaling(None, 2);
-        let one = autoscaling(None, 1);
         let cases = [
-            (None, None, None, false),
-            (Some(1), None, None, false),
-            (Some(2), None, None, true),
-            (None, Some(&two), None, true),
-            (None, Some(&one), None, false),
+            (None, None, false),
+            (Some(1), None, false),
+            (Some(2), None, true),
+            (None, Some(autoscaling(None, 2)), true),
+            (None, Some(autoscaling(None, 1)), false),
         ];
-        for (replicas, autoscaling, budget, wanted) in cases {
-            let scaling = Scaling {
+        for (replicas, autoscaling, wanted) in cases {
+            let scaling = WorkloadScaling {
                 replicas,
                 autoscaling,
-                disruption_budget: budget,
+                pod_disruption_budget: None,
             };
-            assert_eq!(
-                scaling.wants_disruption_budget(),
-                wanted,
-                "{replicas:?} {autoscaling:?}"
-            );
+            assert_eq!(scaling.wants_disruption_budget(), wanted, "{scaling:?}");
         }
-        let off = DisruptionBudget {
-            enabled: Some(false),
-            ..Default::default()
-        };
-        let on = DisruptionBudget {
-            enabled: Some(true),
-            ..Default::default()
-        };
-        let scaling = |replicas, budget| Scaling {
+        let scaling = |replicas, enabled| WorkloadScaling {
             replicas: Some(replicas),
             autoscaling: None,
-            disruption_budget: Some(budget),
+            pod_disruption_budget: Some(DisruptionBudget {
+                enabled: Some(enabled),
+                ..Default::default()
+            }),
         };
-        assert!(!scaling(3, &off).wants_disruption_budget());
-        assert!(scaling(1, &on).wants_disruption_budget());
+        assert!(!scaling(3, false).wants_disruption_budget());
+        assert!(scaling(1, true).wants_disruption_budget());
         assert_eq!(autoscaling(None, 4).min(), 1);
         assert_eq!(autoscaling(Some(2), 4).min(), 2);
     }

@@ -1,9 +1,11 @@
 //! What a Deployment's status says about a workload: the mirror every kind's status carries,
 //! whether it is ready, and the message users see.
 
+use std::collections::BTreeMap;
+
 use crate::build_error::BuildError;
 use crate::deployment_view::DeploymentView;
-use kaos_api::common::{DeploymentStatus, Phase};
+use kaos_api::common::{DeploymentStatus, Phase, ScaleStatus};
 
 /// The state of an owned Deployment as the custom resource reports it.
 #[derive(Clone, Debug, PartialEq)]
@@ -19,6 +21,18 @@ pub struct Rollout {
     /// Pods now and pods asked for (None before the Deployment exists).
     pub replicas: Option<i32>,
     pub desired_replicas: Option<i32>,
+}
+
+impl Rollout {
+    /// The Deployment's part of the status, for the pods labelled `labels`.
+    pub fn into_scale_status(self, labels: &BTreeMap<String, String>) -> ScaleStatus {
+        ScaleStatus {
+            deployment: self.mirror,
+            replicas: self.replicas,
+            desired_replicas: self.desired_replicas,
+            selector: Some(crate::workload::selector_string(labels)),
+        }
+    }
 }
 
 /// Reads the cached Deployment (None: not created yet).

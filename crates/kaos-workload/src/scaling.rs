@@ -8,7 +8,7 @@ use k8s_openapi::api::autoscaling::v2::{
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kaos_api::scaling::{Autoscaling, DEFAULT_TARGET_UTILIZATION, Scaling};
+use kaos_api::scaling::{Autoscaling, DEFAULT_TARGET_UTILIZATION, WorkloadScaling};
 
 use crate::workload::Workload;
 
@@ -24,8 +24,8 @@ pub enum Replicas {
 }
 
 impl Replicas {
-    pub fn of(scaling: &Scaling<'_>) -> Self {
-        match scaling.autoscaling {
+    pub fn of(scaling: &WorkloadScaling) -> Self {
+        match &scaling.autoscaling {
             Some(a) => Replicas::Autoscaled { initial: a.min() },
             None => Replicas::Fixed(scaling.replicas),
         }
@@ -50,10 +50,13 @@ pub struct ScaledChildren {
 }
 
 impl ScaledChildren {
-    pub fn of(workload: &Workload, scaling: &Scaling<'_>) -> Self {
+    pub fn of(workload: &Workload, scaling: &WorkloadScaling) -> Self {
         ScaledChildren {
             replicas: Replicas::of(scaling),
-            autoscaler: scaling.autoscaling.map(|a| autoscaler(workload, a)),
+            autoscaler: scaling
+                .autoscaling
+                .as_ref()
+                .map(|a| autoscaler(workload, a)),
             disruption_budget: disruption_budget(workload, scaling),
         }
     }
@@ -101,12 +104,12 @@ pub fn autoscaler(workload: &Workload, autoscaling: &Autoscaling) -> HorizontalP
 /// unless the resource says otherwise.
 pub fn disruption_budget(
     workload: &Workload,
-    scaling: &Scaling<'_>,
+    scaling: &WorkloadScaling,
 ) -> Option<PodDisruptionBudget> {
     if !scaling.wants_disruption_budget() {
         return None;
     }
-    let chosen = scaling.disruption_budget;
+    let chosen = scaling.pod_disruption_budget.as_ref();
     let min_available = chosen.and_then(|b| b.min_available.clone());
     let max_unavailable = chosen
         .and_then(|b| b.max_unavailable.clone())
@@ -205,10 +208,10 @@ mod tests {
 
     #[test]
     fn a_budget_allows_one_pod_down_unless_told_otherwise() {
-        let scaling = |replicas, budget| Scaling {
+        let scaling = |replicas, budget| WorkloadScaling {
             replicas: Some(replicas),
             autoscaling: None,
-            disruption_budget: budget,
+            pod_disruption_budget: budget,
         };
         assert!(disruption_budget(&workload(), &scaling(1, None)).is_none());
         let budget = disruption_budget(&workload(), &scaling(2, None)).expect("budget");
@@ -220,7 +223,7 @@ mod tests {
             min_available: Some(IntOrString::String("50%".into())),
             ..Default::default()
         };
-        let budget = disruption_budget(&workload(), &scaling(4, Some(&half))).expect("budget");
+        let budget = disruption_budget(&workload(), &scaling(4, Some(half))).expect("budget");
         assert_eq!(
             serde_json::to_value(budget.spec).expect("json"),
             json!({"minAvailable": "50%", "selector": {"matchLabels": {"app": "agent"}}})
@@ -230,17 +233,15 @@ mod tests {
     #[test]
     fn an_autoscaled_deployment_starts_at_the_minimum_and_never_carries_replicas_to_compare() {
         let a = autoscaling(json!({"minReplicas": 3, "maxReplicas": 6}));
-        let scaled = Replicas::of(&Scaling {
-            replicas: None,
-            autoscaling: Some(&a),
-            disruption_budget: None,
+        let scaled = Replicas::of(&WorkloadScaling {
+            autoscaling: Some(a),
+            ..Default::default()
         });
         assert_eq!(scaled, Replicas::Autoscaled { initial: 3 });
         assert_eq!(scaled.in_spec(), None);
-        let fixed = Replicas::of(&Scaling {
+        let fixed = Replicas::of(&WorkloadScaling {
             replicas: Some(2),
-            autoscaling: None,
-            disruption_budget: None,
+            ..Default::default()
         });
         assert_eq!(fixed.in_spec(), Some(2));
     }

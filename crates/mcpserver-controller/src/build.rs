@@ -186,7 +186,7 @@ pub fn build(
         .gateway_route
         .as_ref()
         .and_then(|g| g.timeout.as_deref());
-    let scaled = ScaledChildren::of(&workload, &s.spec.scaling());
+    let scaled = ScaledChildren::of(&workload, &s.spec.scaling);
     let policies = &settings.data_plane.network_policy;
     let network_policy = policies.applies_to(&workload.namespace).then(|| {
         // Every port the server's containers open (a custom image may serve on others).

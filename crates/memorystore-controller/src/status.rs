@@ -56,11 +56,8 @@ pub fn status(
         ready: summary.phase == Phase::Ready,
         endpoint,
         message: Some(summary.message),
-        deployment: rollout.mirror,
-        replicas: rollout.replicas,
-        desired_replicas: rollout.desired_replicas,
-        selector: Some(kaos_workload::workload::selector_string(
-            &crate::build::labels(store.metadata.name.as_deref().unwrap_or_default()),
+        scale: rollout.into_scale_status(&crate::build::labels(
+            store.metadata.name.as_deref().unwrap_or_default(),
         )),
         observed_generation: generation,
         conditions,

@@ -385,7 +385,7 @@ pub fn build(m: &ModelAPI, settings: &Settings) -> Result<Desired, BuildError> {
         .gateway_route
         .as_ref()
         .and_then(|g| g.timeout.as_deref());
-    let scaled = ScaledChildren::of(&workload, &m.spec.scaling());
+    let scaled = ScaledChildren::of(&workload, &m.spec.scaling);
     let policies = &settings.data_plane.network_policy;
     let mut deployment = workload.deployment(pod, scaled.replicas.in_spec());
     if let Some(text) = config_map

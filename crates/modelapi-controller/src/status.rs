@@ -46,11 +46,8 @@ pub fn status(
             Err(_) => previous.endpoint,
         },
         message: Some(summary.message),
-        deployment: rollout.mirror,
-        replicas: rollout.replicas,
-        desired_replicas: rollout.desired_replicas,
-        selector: Some(kaos_workload::workload::selector_string(
-            &crate::build::labels(m.metadata.name.as_deref().unwrap_or_default()),
+        scale: rollout.into_scale_status(&crate::build::labels(
+            m.metadata.name.as_deref().unwrap_or_default(),
         )),
         observed_generation: generation,
         conditions,

@@ -59,7 +59,7 @@ async fn proxy_and_hosted_become_ready_with_their_endpoints() {
             .iter()
             .any(|c| c.type_ == "Ready" && c.status == "True" && c.reason == "DeploymentReady")
     );
-    assert_eq!(status.deployment.map(|d| d.ready_replicas), Some(1));
+    assert_eq!(status.scale.deployment.map(|d| d.ready_replicas), Some(1));
     assert!(
         proxy
             .metadata
