@@ -116,18 +116,8 @@ async fn two_replicas_per_controller_converge_hand_over_and_count_on_the_leader_
             }
             // Reconciles that ended well: done, or to look again at a set time (a workflow with a
             // schedule always asks to be woken at its next fire).
-            let success = ["success", "requeue_after"]
-                .iter()
-                .map(|result| {
-                    sample(
-                        &metrics,
-                        &format!(
-                            "controller_runtime_reconcile_total{{controller=\"{}\",result=\"{result}\"}}",
-                            pair.controller
-                        ),
-                    )
-                })
-                .sum::<f64>();
+            let success =
+                reconciles_ending(&metrics, pair.controller, &["success", "requeue_after"]);
             let leading = sample(
                 &metrics,
                 &format!("leader_election_master_status{{name=\"{}\"}}", pair.lease),

@@ -207,50 +207,32 @@ where
     }
 }
 
-/// The value of `name` in the env of a Deployment's first container.
-fn env_of(deployment: &Deployment, name: &str) -> Option<String> {
-    deployment
-        .spec
-        .as_ref()?
-        .template
-        .spec
-        .as_ref()?
-        .containers
-        .first()?
-        .env
-        .as_ref()?
-        .iter()
-        .find(|e| e.name == name)?
-        .value
-        .clone()
-}
-
 /// Reconciles of every controller replica so far (all outcomes).
 async fn reconciles_of(pairs: &[Pair]) -> Vec<f64> {
     let mut counts = Vec::new();
     for pair in pairs {
         for process in &pair.processes {
             let metrics = scrape(process.metrics_port).await;
-            counts.push(
-                RESULTS
-                    .iter()
-                    .map(|result| {
-                        sample(
-                            &metrics,
-                            &format!(
-                                "controller_runtime_reconcile_total{{controller=\"{}\",result=\"{result}\"}}",
-                                pair.controller
-                            ),
-                        )
-                    })
-                    .sum(),
-            );
+            counts.push(reconciles_ending(&metrics, pair.controller, &RESULTS));
         }
     }
     counts
 }
 
 const RESULTS: [&str; 4] = ["success", "error", "requeue", "requeue_after"];
+
+/// Reconciles of `controller` in a scrape that ended with one of `results`.
+fn reconciles_ending(metrics: &str, controller: &str, results: &[&str]) -> f64 {
+    results
+        .iter()
+        .map(|result| {
+            let series = format!(
+                "controller_runtime_reconcile_total{{controller=\"{controller}\",result=\"{result}\"}}"
+            );
+            sample(metrics, &series)
+        })
+        .sum()
+}
 
 /// A pair of agents that list each other and a mesh of five where everyone lists everyone.
 fn peer_shapes() -> String {

@@ -1,5 +1,7 @@
 //! A MemoryStore waits for its two ModelAPIs, then serves the agent bound to it.
 
+use kaos_harness::deployments::env_value;
+
 use super::*;
 
 const NOTES: &str = "apiVersion: kaos.tools/v1alpha1\nkind: MemoryStore\nmetadata: {name: notes, namespace: default}\nspec: {storage: {type: local}, models: {summarization: {modelAPI: summarizer, model: openai/gpt-4o-mini}, embedding: {modelAPI: embedder, model: nomic-embed-text}}}\n---\napiVersion: kaos.tools/v1alpha1\nkind: Agent\nmetadata: {name: helper, namespace: default}\nspec: {modelAPI: summarizer, model: openai/gpt-4o-mini, config: {memory: {memoryStore: notes}}}\n";
@@ -104,7 +106,7 @@ async fn a_memory_store_waits_for_its_model_apis_then_serves_its_agent() {
         .await
         .expect("Deployment");
     assert_eq!(
-        env_of(&deployment, "KAOS_MEMORY_MODEL_BASE_URL"),
+        env_value(&deployment, "KAOS_MEMORY_MODEL_BASE_URL"),
         Some(format!("{summarizer}/v1"))
     );
     let pod = deployment
@@ -151,7 +153,7 @@ async fn a_memory_store_waits_for_its_model_apis_then_serves_its_agent() {
         .await
         .expect("agent Deployment");
     assert_eq!(
-        env_of(&agent, "MEMORY_STORE_ENDPOINT").as_deref(),
+        env_value(&agent, "MEMORY_STORE_ENDPOINT").as_deref(),
         Some(endpoint)
     );
 }
