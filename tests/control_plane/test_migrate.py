@@ -22,6 +22,7 @@ import os
 import signal
 import subprocess
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -201,13 +202,22 @@ def test_check_passes_once_kaos_rs_reconciles_and_kaos_can_go(plane, kaos):
     # kaos-rs's controllers, run out of cluster against the plane.
     dev = subprocess.Popen([str(KAOSCTL), "dev", "--kubeconfig", str(kubeconfig)],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Its report is read as it comes: the check can pass (kaos-rs wrote every status) a moment
+    # before `dev` sees every resource Ready, and Ctrl-C before that ends it with 130.
+    report = []
+    reader = threading.Thread(target=lambda: report.extend(dev.stdout), daemon=True)
+    reader.start()
     try:
         passed = wait_until("migrate --check to pass",
                             lambda: (lambda r: r.returncode == 0 or (False, r.stdout))(
                                 migrate(kubeconfig, "--check")), timeout=180, interval=2)
+        wait_until("kaosctl dev to report every resource Ready",
+                   lambda: any("all resources are Ready" in line for line in report), timeout=120)
     finally:
         dev.send_signal(signal.SIGINT)
-        out, err = dev.communicate(timeout=60)
+        dev.wait(timeout=60)
+        reader.join(timeout=10)
+        err = dev.stderr.read()
     assert dev.returncode == 0, err
     assert passed
 
