@@ -224,12 +224,15 @@ impl Runtime {
             let _ = self.synced.subscribe().wait_for(|s| *s).await;
         }
         let timer = self.metrics.reconcile_started(key);
+        let started = std::time::Instant::now();
         let result = work.await;
         let outcome = match &result {
             Ok(action) if *action == Action::await_change() => Outcome::Success,
             Ok(_) => Outcome::RequeueAfter,
             Err(_) => Outcome::Error,
         };
+        // Inside kube-runtime's span, which names the object and why it was reconciled.
+        tracing::debug!(?outcome, elapsed = ?started.elapsed(), "reconciled");
         timer.finish(outcome);
         if result.is_ok() {
             self.backoff.reset(key);

@@ -115,15 +115,62 @@ impl Core {
         tracing::Instrument::instrument(self.runtime.reconcile(&key, work), span).await
     }
 
-    /// Adds the finalizer if missing, returning the object as written.
+    /// Adds the finalizer if missing, returning the object as written. A cache behind the
+    /// server does not hold the reconcile up: while it has not shown this process's own write
+    /// of the finalizer, that write stands; a write refused because the server's object moved
+    /// on (a 409, or a failed test of the finalizers) reads the server's object and goes on
+    /// from it, rather than retrying on the stale cache until the watch catches up (its
+    /// finalizer-only change triggers no reconcile, so only the growing error backoff did).
     async fn hold<K: Primary>(&self, object: Arc<K>) -> Result<Arc<K>, ReconcileError> {
         let Some(finalizer) = self.finalizer else {
             return Ok(object);
         };
-        let finalizers = object.finalizers();
-        if finalizers.iter().any(|f| f == finalizer) {
+        if object.finalizers().iter().any(|f| f == finalizer) {
             return Ok(object);
         }
+        let key = finalizer_key(object.as_ref());
+        let seen = Observed {
+            resource_version: object.meta().resource_version.as_deref(),
+        };
+        if self.status_writes.verdict(&key, finalizer, Some(seen)) == Verdict::Pending {
+            return Ok(object);
+        }
+        let written = match self.add_finalizer(object.as_ref(), finalizer).await {
+            Err(e) if e.is_conflict() => {
+                let fresh = self
+                    .api::<K>(&object)
+                    .get(&object.name_any())
+                    .await
+                    .step(Step::AddFinalizer, || {
+                        format!("{} {}", K::kind(&()), object.name_any())
+                    })?;
+                if fresh.meta().deletion_timestamp.is_some() {
+                    // Its deletion event is on its way and releases it.
+                    return Err(e);
+                }
+                if fresh.finalizers().iter().any(|f| f == finalizer) {
+                    return Ok(Arc::new(fresh));
+                }
+                self.add_finalizer(&fresh, finalizer).await?
+            }
+            written => written?,
+        };
+        self.status_writes.wrote(
+            key,
+            finalizer.to_string(),
+            seen.resource_version,
+            written.meta().resource_version.clone(),
+            None,
+        );
+        Ok(Arc::new(written))
+    }
+
+    /// Adds `finalizer` to the finalizers `object` shows, if the server's still are those.
+    async fn add_finalizer<K: Primary>(
+        &self,
+        object: &K,
+        finalizer: &str,
+    ) -> Result<K, ReconcileError> {
         let patch = if object.meta().finalizers.is_none() {
             json!([
                 {"op": "test", "path": "/metadata/finalizers", "value": null},
@@ -131,12 +178,11 @@ impl Core {
             ])
         } else {
             json!([
-                {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
+                {"op": "test", "path": "/metadata/finalizers", "value": object.finalizers()},
                 {"op": "add", "path": "/metadata/finalizers/-", "value": finalizer},
             ])
         };
-        let written = self
-            .api::<K>(&object)
+        self.api::<K>(object)
             .patch(
                 &object.name_any(),
                 &PatchParams::default(),
@@ -145,8 +191,7 @@ impl Core {
             .await
             .step(Step::AddFinalizer, || {
                 format!("{} {}", K::kind(&()), object.name_any())
-            })?;
-        Ok(Arc::new(written))
+            })
     }
 
     /// Removes the finalizer of an object being deleted.
@@ -184,7 +229,9 @@ impl Core {
         let key = status_key(object);
         self.reference_rechecks
             .reset(&format!("{}/{}", key.1, key.2));
-        self.status_writes.forget(&key);
+        for key in parent_keys(object) {
+            self.status_writes.forget(&key);
+        }
         Ok(())
     }
 
@@ -385,6 +432,20 @@ fn json_patch(patch: Value) -> Patch<()> {
         // The literals above are valid JSON patches.
         Err(_) => Patch::Json(json_patch::Patch(Vec::new())),
     }
+}
+
+/// A parent's own entries in the expectations (its status and its finalizer), forgotten with it.
+pub(crate) fn parent_keys<K: Primary>(object: &K) -> [crate::expectations::Key; 2] {
+    [status_key(object), finalizer_key(object)]
+}
+
+/// The finalizer's entry in the expectations: this process added it at that resourceVersion.
+fn finalizer_key<K: Primary>(object: &K) -> crate::expectations::Key {
+    (
+        "finalizer",
+        object.namespace().unwrap_or_default(),
+        format!("{}/{}", K::kind(&()), object.name_any()),
+    )
 }
 
 pub(crate) fn status_key<K: Primary>(object: &K) -> crate::expectations::Key {

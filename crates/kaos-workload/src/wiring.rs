@@ -28,7 +28,7 @@ use crate::deployment_view::DeploymentView;
 use crate::expectations::Expectations;
 use crate::gateway::http_route_resource;
 use crate::meta_view::MetaView;
-use crate::reconciler::{Primary, status_key};
+use crate::reconciler::{Primary, parent_keys};
 use crate::stores;
 use crate::triggers::PrimaryChanges;
 
@@ -142,8 +142,12 @@ where
                     primary_synced.send_replace(true);
                 }
                 // Gone: no reconcile will see it again (a kind without a finalizer is never
-                // reconciled while deleting), so its status write is forgotten here.
-                watcher::Event::Delete(object) => forgotten.forget(&status_key(object)),
+                // reconciled while deleting), so its status and finalizer writes are forgotten here.
+                watcher::Event::Delete(object) => {
+                    for key in parent_keys(object) {
+                        forgotten.forget(&key);
+                    }
+                }
                 _ => {}
             }
             on_event(event)

@@ -282,8 +282,9 @@ async fn absent_children_are_deleted_by_name_only_when_we_control_them() {
     );
 }
 
-#[tokio::test]
-async fn status_is_written_once_per_change_and_dropped_fields_go() {
+/// A testkit with the CRDs and a leading controller's Core for Agents (finalizer
+/// `kaos.tools/test`), with no memory of earlier writes; the last is its stop switch.
+fn agent_core() -> (ApiServer, Client, Core, tokio::sync::watch::Sender<bool>) {
     let api = ApiServer::new(Cluster::default());
     let crds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/crds");
     kaos_testkit::manifests::apply_path(&api.cluster, &crds).expect("CRDs");
@@ -299,7 +300,8 @@ async fn status_is_written_once_per_change_and_dropped_fields_go() {
         kinds: &[],
     };
     let args = Args::try_parse_from(["test"]).expect("args").runtime;
-    let (runtime, _stop) = Runtime::for_tests(client.clone(), id, args);
+    let (runtime, stop) = Runtime::for_tests(client.clone(), id, args);
+    runtime.mark_ready_when(Vec::new());
     let children = Children {
         deployments: child_store().0,
         services: child_store().0,
@@ -313,6 +315,12 @@ async fn status_is_written_once_per_change_and_dropped_fields_go() {
         expectations: Arc::default(),
     };
     let core = Core::new(runtime, children, Some("kaos.tools/test"));
+    (api, client, core, stop)
+}
+
+#[tokio::test]
+async fn status_is_written_once_per_change_and_dropped_fields_go() {
+    let (api, client, core, _stop) = agent_core();
     let agents: Api<Agent> = Api::default_namespaced(client);
     let agent: Agent =
         serde_json::from_value(json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "Agent",
@@ -430,4 +438,83 @@ async fn a_write_that_changed_nothing_does_not_claim_another_writers_version() {
             .is_own_write(&key, status_version.as_deref()),
         "the status write's event would be taken for the echo of a write that changed nothing"
     );
+}
+
+/// The finalizer is added in the reconcile's first pass, and a cache that does not show it yet
+/// holds no later reconcile up: after this process's own write nothing is sent again; after
+/// another process's (a leader since replaced), the refused write reads the server's object and
+/// the reconcile goes on from it instead of failing until the watch catches up.
+#[tokio::test]
+async fn a_finalizer_the_cache_does_not_show_yet_holds_no_reconcile_up() {
+    let (api, client, core, _stop) = agent_core();
+    let agents: Api<Agent> = Api::default_namespaced(client);
+    let agent: Agent = serde_json::from_value(json!({"apiVersion": "kaos.tools/v1alpha1",
+        "kind": "Agent", "metadata": {"name": "a"}, "spec": {"modelAPI": "m", "model": "x"}}))
+    .expect("agent");
+    let cached = Arc::new(
+        agents
+            .create(&PostParams::default(), &agent)
+            .await
+            .expect("create"),
+    );
+    let reconcile = |core: Core, object: Arc<Agent>| async move {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let record = seen.clone();
+        core.reconcile(object, |held| async move {
+            *record.lock().expect("lock") = held.finalizers().to_vec();
+            Ok(kube::runtime::controller::Action::await_change())
+        })
+        .await
+        .expect("the reconcile succeeds");
+        seen.lock().expect("lock").clone()
+    };
+
+    assert_eq!(
+        reconcile(core.clone(), cached.clone()).await,
+        ["kaos.tools/test"],
+        "the work runs on the object as written, finalizer and all"
+    );
+    let after_first = writes(&api);
+    let agent_path = "/apis/kaos.tools/v1alpha1/namespaces/default/agents";
+    assert_eq!(
+        after_first,
+        [
+            format!("create {agent_path}"),
+            format!("patch {agent_path}/a")
+        ]
+    );
+
+    reconcile(core.clone(), cached.clone()).await;
+    assert_eq!(
+        writes(&api),
+        after_first,
+        "the cache is behind this process's own write: nothing is sent again"
+    );
+
+    let new_leader = Core::new(
+        core.runtime.clone(),
+        Children {
+            expectations: Arc::default(),
+            ..core.children.clone()
+        },
+        Some("kaos.tools/test"),
+    );
+    assert_eq!(
+        reconcile(new_leader, cached).await,
+        ["kaos.tools/test"],
+        "a new leader on the stale cache goes on from the server's object"
+    );
+    let refused_then_read: Vec<_> = api.audit.records()[after_first.len()..]
+        .iter()
+        .map(|r| format!("{} {} {}", r.verb, r.path, r.code))
+        .collect();
+    assert_eq!(
+        refused_then_read,
+        [
+            format!("patch {agent_path}/a 422"),
+            format!("get {agent_path}/a 200")
+        ]
+    );
+    let finalizers = agents.get("a").await.expect("get").finalizers().to_vec();
+    assert_eq!(finalizers, ["kaos.tools/test"], "added once");
 }

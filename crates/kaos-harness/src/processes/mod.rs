@@ -58,9 +58,10 @@ impl Scratch {
 }
 
 impl Drop for Scratch {
-    /// Removed after a passing test; kept after a failing one, whose message points at the logs.
+    /// Removed after a passing test unless `KAOS_KEEP_SCRATCH` is set; kept after a failing one,
+    /// whose message points at the logs.
     fn drop(&mut self) {
-        if !std::thread::panicking() {
+        if !std::thread::panicking() && std::env::var_os("KAOS_KEEP_SCRATCH").is_none() {
             let _ = std::fs::remove_dir_all(&self.0);
         }
     }
@@ -137,7 +138,8 @@ pub fn serve_testkit(scratch: &Scratch, extra: &[&str]) -> (Process, PathBuf) {
     )
 }
 
-/// Starts one controller binary as a pod would run it, logging to `<scratch>/<name>.log`.
+/// Starts one controller binary as a pod would run it, logging to `<scratch>/<name>.log` (after
+/// what an earlier process of that name logged there).
 pub fn start_controller(
     scratch: &Scratch,
     binary: &str,
@@ -147,7 +149,12 @@ pub fn start_controller(
 ) -> Process {
     let metrics_port = free_port();
     let probe_port = free_port();
-    let log = std::fs::File::create(scratch.0.join(format!("{name}.log"))).expect("log file");
+    // Appended to, so a replica started again keeps what it logged before it exited.
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(scratch.0.join(format!("{name}.log")))
+        .expect("log file");
     let child = Command::new(binaries().join(binary))
         .env("KUBECONFIG", kubeconfig)
         .env("POD_NAME", name)
