@@ -18,7 +18,8 @@ use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 
 const AGENTS: usize = 6;
-/// Seconds alone on a quiet machine; allows for a loaded CI runner and a few leader changes.
+/// How long each phase may take to converge: 5–15 s on a loaded 2-core machine, with room for a
+/// slower CI runner and a few leader changes.
 const CONVERGED_WITHIN: Duration = Duration::from_secs(120);
 
 /// Every kind the controllers reconcile into a workload: each gets resources here.

@@ -125,10 +125,12 @@ impl Core {
         let Some(finalizer) = self.finalizer else {
             return Ok(object);
         };
+        let key = finalizer_key(object.as_ref());
         if object.finalizers().iter().any(|f| f == finalizer) {
+            // The cache shows it: no write of it is pending any more, so no entry is kept.
+            self.status_writes.forget(&key);
             return Ok(object);
         }
-        let key = finalizer_key(object.as_ref());
         let seen = Observed {
             resource_version: object.meta().resource_version.as_deref(),
         };

@@ -491,6 +491,7 @@ async fn a_finalizer_the_cache_does_not_show_yet_holds_no_reconcile_up() {
         "the cache is behind this process's own write: nothing is sent again"
     );
 
+    let before_new_leader = api.audit.records().len();
     let new_leader = Core::new(
         core.runtime.clone(),
         Children {
@@ -504,7 +505,7 @@ async fn a_finalizer_the_cache_does_not_show_yet_holds_no_reconcile_up() {
         ["kaos.tools/test"],
         "a new leader on the stale cache goes on from the server's object"
     );
-    let refused_then_read: Vec<_> = api.audit.records()[after_first.len()..]
+    let refused_then_read: Vec<_> = api.audit.records()[before_new_leader..]
         .iter()
         .map(|r| format!("{} {} {}", r.verb, r.path, r.code))
         .collect();
