@@ -7,7 +7,6 @@
 
 use std::sync::{Arc, Mutex};
 
-use futures::stream;
 use kaos_api::mcpserver::MCPServer;
 use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
@@ -18,7 +17,7 @@ use kaos_workload::index::name_of;
 use kaos_workload::network_policy::NetworkPolicyArgs;
 use kaos_workload::reconciler::Core;
 use kaos_workload::stores;
-use kaos_workload::triggers::{ChangeTracker, dependents_of};
+use kaos_workload::triggers::{ChangeTracker, dependents_of, receive};
 use kaos_workload::wiring::{ChildKinds, Controllers, watch_routes, wire};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::Event;
@@ -95,9 +94,7 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
                 [(MEMORY_STORE, relations::memory_store_view)],
                 index,
             ))
-            .reconcile_on(stream::unfold(peer_rx, |mut rx| async move {
-                rx.recv().await.map(|r| (r, rx))
-            }))
+            .reconcile_on(receive(peer_rx))
             .reconcile_on(rechecks);
         controllers.add(wiring, reconcile, error_policy, context, phase_of);
     }

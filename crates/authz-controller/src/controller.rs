@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use futures::{StreamExt, stream};
+use futures::StreamExt;
 use kaos_api::access::{
     AccessGrant, AccessGrantStatus, ThirdPartyService, ThirdPartyServiceStatus,
 };
@@ -22,7 +22,7 @@ use kaos_workload::meta_view::MetaView;
 use kaos_workload::reconciler::{Core, Primary, status_digest};
 use kaos_workload::references::{self, Reference, Source};
 use kaos_workload::stores::{self, Events, cached};
-use kaos_workload::triggers::{ChangeTracker, dependents_of};
+use kaos_workload::triggers::{ChangeTracker, dependents_of, receive};
 use kaos_workload::wiring::{ChildKinds, Controllers, wire};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
@@ -213,12 +213,6 @@ fn agent_dependents(
         futures::future::ready(())
     }));
     (receive(grant_rx), receive(service_rx))
-}
-
-fn receive<T: Send + 'static>(
-    rx: mpsc::UnboundedReceiver<T>,
-) -> impl futures::Stream<Item = T> + Send + 'static {
-    stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) })
 }
 
 pub async fn reconcile_grant(

@@ -26,6 +26,16 @@ pub struct FaultConfig {
     pub gone_rate: f64,
     /// Never fault the admin identity (the test driving the cluster), only the clients under test.
     pub spare_admin: bool,
+    /// Fault only requests for these resources (plural names, e.g. `deployments`); every
+    /// resource when empty.
+    pub resources: Vec<String>,
+}
+
+impl FaultConfig {
+    /// Whether requests for `resource` (its plural) may be faulted.
+    pub fn targets(&self, resource: &str) -> bool {
+        self.resources.is_empty() || self.resources.iter().any(|r| r == resource)
+    }
 }
 
 pub enum Fault {

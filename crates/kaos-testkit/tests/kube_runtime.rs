@@ -392,3 +392,38 @@ async fn controller_with_owns_and_watches(client: Client) {
     assert_eq!(ConfigMap::kind(&()), "ConfigMap");
     running.abort();
 }
+
+#[tokio::test]
+async fn faults_limited_to_a_resource_leave_the_others_alone() {
+    let api = ApiServer::new(Cluster::default());
+    let client = Client::new(api.clone().router(), "default");
+    // Set as a test driving a served testkit would: PUT /kaos-testkit/faults.
+    let set_faults = |body: serde_json::Value| {
+        http::Request::put("/kaos-testkit/faults")
+            .body(body.to_string().into_bytes())
+            .expect("request")
+    };
+    let set = set_faults(json!({"errorRate": 1.0, "resources": ["configmaps"]}));
+    client.request_text(set).await.expect("faults set");
+    assert_eq!(api.faults.config().resources, ["configmaps"]);
+
+    let configmaps: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let failed = configmaps.list(&Default::default()).await;
+    assert!(
+        matches!(failed, Err(kube::Error::Api(ref s)) if s.code == 500),
+        "the named resource is faulted: {failed:?}"
+    );
+    let secrets: Api<Secret> = Api::default_namespaced(client.clone());
+    secrets
+        .list(&Default::default())
+        .await
+        .expect("another resource is not");
+
+    let refused = client
+        .request_text(set_faults(json!({"resources": "configmaps"})))
+        .await;
+    assert!(
+        matches!(refused, Err(kube::Error::Api(ref s)) if s.code == 400),
+        "resources must be a list: {refused:?}"
+    );
+}

@@ -6,6 +6,7 @@
 //! NetworkPolicies).
 
 pub mod build_error;
+pub mod child_changes;
 pub mod child_store;
 pub mod children;
 pub mod compact;

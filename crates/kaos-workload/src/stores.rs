@@ -3,6 +3,9 @@
 //! *after* the store has applied the event (a relist's events after the store swapped it in, see
 //! [`after_relists`]), so indexes and triggers built on the stream always see a store at least
 //! as new as the event.
+//!
+//! A watch error ends at its cache ([`without_errors`]): it is logged, and the watcher retries
+//! after its own backoff. None reaches a Controller, whose triggers are every cache it polls.
 
 use std::fmt::Debug;
 use std::hash::Hash;
@@ -19,7 +22,8 @@ use serde::de::DeserializeOwned;
 use crate::child_store::{ChildStore, child_store};
 use crate::relist::after_relists;
 
-/// The watch events of one cache, delivered after the store applied them.
+/// The watch events of one cache, delivered after the store applied them. It yields no errors
+/// (see [`without_errors`]); the type is fallible because kube-runtime's Controller takes it so.
 pub type Events<K> = Pin<Box<dyn Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send>>;
 
 /// The annotation `kubectl apply` (client side) stores a whole copy of the object in.
@@ -91,12 +95,11 @@ pub fn cache<K>(client: &Client, namespace: Option<&str>, selector: &str) -> (St
 where
     K: Watched,
 {
-    let (reader, writer) = reflector::store();
-    let events = watcher(api::<K>(client, namespace), config(selector))
-        .default_backoff()
-        .modify(slim::<K>)
-        .reflect(writer);
-    (reader, after_relists(events).boxed())
+    let (reader, mut writer) = reflector::store();
+    let events = watch(api::<K>(client, namespace), selector, move |event| {
+        writer.apply_watcher_event(event)
+    });
+    (reader, events)
 }
 
 /// A slim cache of a controller's children of kind `K` (see [`ChildStore`]) in `namespace` (all
@@ -132,11 +135,62 @@ where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     let (store, mut writer) = child_store();
+    (
+        store,
+        watch(api, selector, move |event| writer.apply(event)),
+    )
+}
+
+/// The slim events of a watch on `api` selected by `selector`, each handed to `store` first.
+fn watch<K>(
+    api: Api<K>,
+    selector: &str,
+    mut store: impl FnMut(&watcher::Event<K>) + Send + 'static,
+) -> Events<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    // The resource (`deployments`, `agents`) names the cache in the logs.
+    let resource = api
+        .resource_url()
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .to_string();
     let events = watcher(api, config(selector))
         .default_backoff()
         .modify(slim::<K>)
-        .inspect_ok(move |event| writer.apply(event));
-    (store, after_relists(events).boxed())
+        .inspect_ok(move |event| store(event));
+    without_errors(after_relists(events), resource).boxed()
+}
+
+/// Logs each watch error of the cache of `resource` and passes only the events on. The watcher
+/// retries on its own, after its backoff (0.8 s doubling to 30 s, reset by the next event).
+///
+/// Why here: a Controller polls every trigger stream it is given (the primary's cache, each
+/// child cache, the dependency caches behind `reconcile_on`) as one merged stream, and after
+/// any error kube-runtime pauses *that whole stream* for its trigger backoff, which only an
+/// event passed through resets. Our triggers pass changes only, so under repeated watch
+/// errors the pause grew to 30–60 s, and while paused no cache of the process was polled:
+/// every store went stale and no change woke a reconcile (the chaos test's stalls).
+pub fn without_errors<K, S>(
+    events: S,
+    resource: String,
+) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send
+where
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
+    K: Send,
+{
+    events.filter_map(move |event| {
+        let event = match event {
+            Ok(event) => Some(Ok(event)),
+            Err(error) => {
+                tracing::warn!(%resource, "watch failed, retrying after a backoff: {error}");
+                None
+            }
+        };
+        futures::future::ready(event)
+    })
 }
 
 /// Whether the cluster serves `resource` (e.g. the Gateway API is installed).

@@ -217,6 +217,13 @@ where
     })
 }
 
+/// The items sent on `rx`, as a trigger stream (for `reconcile_on`).
+pub fn receive<T: Send + 'static>(
+    rx: tokio::sync::mpsc::UnboundedReceiver<T>,
+) -> impl Stream<Item = T> + Send + 'static {
+    stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

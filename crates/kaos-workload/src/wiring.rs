@@ -4,7 +4,7 @@
 //! one process, whatever its kinds: readiness once every cache it reads has synced, the
 //! `kaos_resources` gauge of each kind, and shutdown, written once for every controller binary.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -21,7 +21,9 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, watcher};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
+use tokio::sync::mpsc;
 
+use crate::child_changes::{ChildChanges, child_changes};
 use crate::child_store::{ChildStore, child_store};
 use crate::converge::{ChildKind, Children};
 use crate::deployment_view::DeploymentView;
@@ -30,7 +32,7 @@ use crate::gateway::http_route_resource;
 use crate::meta_view::MetaView;
 use crate::reconciler::{Primary, parent_keys};
 use crate::stores;
-use crate::triggers::PrimaryChanges;
+use crate::triggers::{PrimaryChanges, receive};
 
 /// Which optional children a kind has.
 #[derive(Clone, Copy, Debug, Default)]
@@ -102,6 +104,34 @@ fn enqueue_owners<K: Primary, C: Resource>(runtime: &Runtime) -> impl Fn(&C) + S
             }
         }
     }
+}
+
+/// `controller` triggered by a child cache's `events`: the owners of each child that changed,
+/// and the owners of children a relist no longer shows.
+fn owns<K, C>(
+    controller: Controller<K>,
+    runtime: &Runtime,
+    events: stores::Events<C>,
+    changes: ChildChanges<K>,
+    dyntype: C::DynamicType,
+) -> Controller<K>
+where
+    K: Primary,
+    C: Resource + Serialize + Send + 'static,
+    C::DynamicType: std::fmt::Debug + Eq + std::hash::Hash + Clone,
+{
+    let (vanished, owners_of_vanished) = mpsc::unbounded_channel();
+    let changed = child_changes(events, changes, move |owners| {
+        for owner in owners {
+            let _ = vanished.send(owner);
+        }
+    });
+    let queue = runtime.clone();
+    controller
+        .owns_stream_with(changed.inspect_ok(enqueue_owners::<K, _>(runtime)), dyntype)
+        .reconcile_on(receive(owners_of_vanished).inspect(move |owner| {
+            queue.enqueued(&queue_key(owner.namespace.as_deref(), &owner.name))
+        }))
 }
 
 /// Whether HTTPRoutes are watched: the gateway is enabled, or the API exists (so routes left
@@ -214,9 +244,8 @@ where
     if kinds.routes {
         let resource = http_route_resource();
         let (store, events) = stores::dynamic_child_cache(client, namespace, &resource, selector);
-        let events = child_changes(events, &expectations, ChildKind::HttpRoute);
-        controller = controller
-            .owns_stream_with(events.inspect_ok(enqueue_owners::<K, _>(runtime)), resource);
+        let changes = ChildChanges::new(ChildKind::HttpRoute, expectations.clone());
+        controller = owns(controller, runtime, events, changes, resource);
         synced.push(ready(&store));
         routes = Some(store);
     }
@@ -264,72 +293,11 @@ impl OptionalChildren<'_> {
         }
         let (store, events) =
             stores::child_cache::<C>(&self.runtime.client, self.namespace, self.selector);
-        let events = child_changes(events, self.expectations, kind);
-        let controller =
-            controller.owns_stream(events.inspect_ok(enqueue_owners::<K, _>(self.runtime)));
+        let changes = ChildChanges::new(kind, self.expectations.clone());
+        let controller = owns(controller, self.runtime, events, changes, ());
         self.synced.push(ready(&store));
         (controller, Some(store))
     }
-}
-
-/// Forgets our write of a child when the watch reports it deleted, so it is created again.
-/// The children whose change their owner must look at: every change but the echo of this
-/// process's own write (the object exactly as that write left it shows nothing new). A deleted
-/// child is forgotten by the expectations: creating it again is not pending.
-fn child_changes<C: Resource + Serialize + Send + 'static>(
-    events: stores::Events<C>,
-    expectations: &Arc<Expectations>,
-    kind: ChildKind,
-) -> impl Stream<Item = Result<C, watcher::Error>> + Send + 'static {
-    let expectations = expectations.clone();
-    // For kinds whose status is noise: a digest of each child's content but its status.
-    let mut contents: HashMap<u64, u64> = HashMap::new();
-    events.try_filter_map(move |event| {
-        let key = |child: &C| {
-            let meta = child.meta();
-            (
-                kind.as_str(),
-                meta.namespace.clone().unwrap_or_default(),
-                meta.name.clone().unwrap_or_default(),
-            )
-        };
-        let changed = match event {
-            watcher::Event::Apply(child) | watcher::Event::InitApply(child) => {
-                let version = child.meta().resource_version.as_deref();
-                let news = !kind.status_is_noise() || {
-                    let content = content_digest(&child);
-                    contents.insert(digest(&key(&child)), content) != Some(content)
-                };
-                (news && !expectations.is_own_write(&key(&child), version)).then_some(child)
-            }
-            watcher::Event::Delete(child) => {
-                contents.remove(&digest(&key(&child)));
-                expectations.forget(&key(&child));
-                Some(child)
-            }
-            watcher::Event::Init | watcher::Event::InitDone => None,
-        };
-        futures::future::ready(Ok(changed))
-    })
-}
-
-fn digest<T: std::hash::Hash>(value: &T) -> u64 {
-    let mut hasher = std::hash::DefaultHasher::new();
-    value.hash(&mut hasher);
-    std::hash::Hasher::finish(&hasher)
-}
-
-/// A digest of what a child holds but its status and the versions any write moves.
-fn content_digest<C: Serialize>(child: &C) -> u64 {
-    let mut value = serde_json::to_value(child).unwrap_or_default();
-    if let Some(object) = value.as_object_mut() {
-        object.remove("status");
-        if let Some(meta) = object.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-            meta.remove("resourceVersion");
-            meta.remove("managedFields");
-        }
-    }
-    digest(&value.to_string())
 }
 
 impl<K: Primary> Wiring<K> {
@@ -479,53 +447,5 @@ impl Controllers {
         }
         futures::future::join_all(running).await;
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::expectations::Verdict;
-    use futures::stream;
-
-    fn config_map(rv: &str) -> ConfigMap {
-        ConfigMap {
-            metadata: kube::api::ObjectMeta {
-                name: Some("child".into()),
-                namespace: Some("ns".into()),
-                resource_version: Some(rv.into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        }
-    }
-
-    #[tokio::test]
-    async fn the_echo_of_our_own_write_wakes_no_owner() {
-        let expectations = Arc::<Expectations>::default();
-        let key = ("ConfigMap", "ns".to_string(), "child".to_string());
-        expectations.wrote(key.clone(), "h".into(), None, Some("5".into()), None);
-        let events = stream::iter([
-            watcher::Event::Apply(config_map("5")),
-            watcher::Event::Apply(config_map("6")),
-            watcher::Event::Delete(config_map("6")),
-        ])
-        .map(Ok)
-        .boxed();
-        let changed: Vec<String> = child_changes(events, &expectations, ChildKind::ConfigMap)
-            .map_ok(|c| c.resource_version().unwrap_or_default())
-            .try_collect()
-            .await
-            .expect("no errors");
-        assert_eq!(
-            changed,
-            ["6", "6"],
-            "another's change and the deletion wake it"
-        );
-        assert_eq!(
-            expectations.verdict(&key, "h", None),
-            Verdict::Unknown,
-            "a deleted child is forgotten"
-        );
     }
 }

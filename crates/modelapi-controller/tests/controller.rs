@@ -12,6 +12,7 @@ use kaos_harness::controller::ControllerTest;
 use kaos_harness::deployments::template_annotation;
 use kaos_harness::fixtures::*;
 use kaos_harness::status::{Conditioned, Phased};
+use kaos_testkit::faults::FaultConfig;
 use modelapi_controller::settings::Args;
 use serde_json::json;
 
@@ -109,6 +110,82 @@ async fn editing_models_updates_the_config_and_rolls_the_deployment_once() {
     );
     let config_hash = |d: &Deployment| template_annotation(d, "kaos.tools/config-hash");
     assert_ne!(config_hash(&before), config_hash(&after));
+}
+
+/// A watch that keeps failing (every start of the Deployment watch answered 410 Gone, every
+/// relist 500) holds up no reconcile that reads other caches: an edit of the ModelAPI reaches
+/// its ConfigMap at once. Before, every watch error paused all the caches of the Controller, for
+/// a backoff doubling from 0.8 s that only a passed event reset: after 12 s it was 3–25 s.
+#[tokio::test]
+async fn a_failing_watch_holds_up_no_reconcile_of_the_other_caches() {
+    // The Deployment watch is cut every 200 ms (and resumed), so the faults below reach it soon.
+    let cut = FaultConfig {
+        watch_cut_after: Some(Duration::from_millis(200)),
+        resources: vec!["deployments".into()],
+        ..Default::default()
+    };
+    let h = start();
+    h.api.faults.set(cut.clone());
+    h.create(&openai("proxy", &["gpt-4o"])).await;
+    h.until_phase::<ModelAPI>("proxy", Phase::Ready).await;
+
+    h.api.faults.set(FaultConfig {
+        gone_rate: 1.0,
+        error_rate: 1.0,
+        ..cut
+    });
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let edit = json!({"spec": {"proxyConfig": {"models": ["gpt-4o", "o3"]}}});
+    h.merge_patch::<ModelAPI>("proxy", edit).await;
+    h.until_within(
+        Duration::from_secs(2),
+        "litellm-config-proxy",
+        "listing o3",
+        |c: &ConfigMap| {
+            let config = c.data.as_ref().and_then(|d| d.get("config.yaml"));
+            config.is_some_and(|c| c.contains("model_name: \"o3\""))
+        },
+    )
+    .await;
+
+    // Once the watch works again, the rollout the faults held back happens.
+    h.api.faults.set(FaultConfig::default());
+    h.until("proxy", "Ready at generation 2", |m: &ModelAPI| {
+        m.status
+            .as_ref()
+            .is_some_and(|s| s.ready && s.observed_generation == Some(2))
+    })
+    .await;
+}
+
+/// A child deleted while its watch was down (no event comes for it; the relist just no longer
+/// shows it) is created again: its owner is woken by the relist.
+#[tokio::test]
+async fn a_child_deleted_while_its_watch_was_down_is_created_again() {
+    let cut = FaultConfig {
+        watch_cut_after: Some(Duration::from_millis(200)),
+        resources: vec!["deployments".into()],
+        ..Default::default()
+    };
+    let h = start();
+    h.api.faults.set(cut.clone());
+    h.create(&openai("proxy", &["gpt-4o"])).await;
+    h.until_phase::<ModelAPI>("proxy", Phase::Ready).await;
+    let before = h.get::<Deployment>("modelapi-proxy").await;
+
+    // From now on every Deployment watch fails as it starts: only relists show them.
+    h.api.faults.set(FaultConfig {
+        gone_rate: 1.0,
+        ..cut
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    h.delete::<Deployment>("modelapi-proxy").await;
+    let again = h
+        .until("modelapi-proxy", "created again", |d: &Deployment| {
+            d.metadata.uid != before.metadata.uid
+        })
+        .await;
+    assert_eq!(again.spec, before.spec);
 }
 
 #[tokio::test]

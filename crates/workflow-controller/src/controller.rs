@@ -13,6 +13,7 @@ use kaos_api::workflow::{AgentWorkflow, AgentWorkflowRun};
 use kaos_runtime::Runtime;
 use kaos_workload::reconciler::Core;
 use kaos_workload::stores;
+use kaos_workload::triggers::receive;
 use kaos_workload::wiring::{ChildKinds, Controllers, wire};
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc;
@@ -26,7 +27,7 @@ use crate::metrics::WorkflowMetrics;
 use crate::reconcile_run::{self, RUN_FINALIZER, reconcile_run};
 use crate::reconcile_workflow::{self, reconcile_workflow, workflow_phase};
 use crate::relations::{
-    Index, RunChanges, agent_dependents, keep_edges, receive, run_edges, workflow_edges,
+    Index, RunChanges, agent_dependents, keep_edges, run_edges, workflow_edges,
 };
 use crate::settings::Settings;
 

@@ -7,12 +7,12 @@ use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
-use futures::{Stream, StreamExt, stream};
+use futures::{Stream, StreamExt};
 use kaos_api::workflow::{AgentWorkflow, AgentWorkflowRun};
 use kaos_workload::index::name_of;
 use kaos_workload::index::{Name, Relation, RelationIndex};
 use kaos_workload::stores::Events;
-use kaos_workload::triggers::{ChangeTracker, Relist};
+use kaos_workload::triggers::{ChangeTracker, Relist, receive};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::Event;
 use tokio::sync::mpsc;
@@ -171,13 +171,6 @@ pub fn agent_dependents(
         futures::future::ready(())
     }));
     (receive(workflow_rx), receive(run_rx))
-}
-
-/// A channel's receiving end as a stream.
-pub fn receive<T: Send + 'static>(
-    rx: mpsc::UnboundedReceiver<T>,
-) -> impl Stream<Item = T> + Send + 'static {
-    stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) })
 }
 
 #[cfg(test)]

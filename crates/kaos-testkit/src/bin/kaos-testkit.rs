@@ -75,6 +75,10 @@ struct Serve {
     /// Fault injection: never fault the admin (the kubeconfig this writes), only other clients.
     #[arg(long)]
     fault_spare_admin: bool,
+    /// Fault injection: fault only requests for this resource (plural, e.g. `deployments`);
+    /// repeat for several. Every resource when not given.
+    #[arg(long = "fault-resource", value_name = "RESOURCE")]
+    fault_resources: Vec<String>,
     /// Keep this many changes for watches to resume from.
     #[arg(long, default_value_t = 10_000)]
     watch_history: usize,
@@ -107,6 +111,7 @@ async fn serve(args: Serve) -> anyhow::Result<()> {
         watch_cut_events: args.fault_watch_cut_events,
         latency: Duration::from_millis(args.fault_latency_ms),
         spare_admin: args.fault_spare_admin,
+        resources: args.fault_resources,
     });
     let options = ServeOptions {
         listen: args.listen,

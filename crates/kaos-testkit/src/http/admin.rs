@@ -94,7 +94,7 @@ fn faults_json(c: &FaultConfig) -> Value {
         "seed": c.seed, "errorRate": c.error_rate, "throttleRate": c.throttle_rate,
         "conflictRate": c.conflict_rate, "latencyMs": c.latency.as_millis() as u64,
         "watchCutEvents": c.watch_cut_events, "watchCutAfterMs": c.watch_cut_after.map(|d| d.as_millis() as u64),
-        "goneRate": c.gone_rate, "spareAdmin": c.spare_admin,
+        "goneRate": c.gone_rate, "spareAdmin": c.spare_admin, "resources": c.resources,
     })
 }
 
@@ -126,5 +126,16 @@ fn parse_faults(body: &Value) -> ApiResult<FaultConfig> {
             .get("spareAdmin")
             .and_then(Value::as_bool)
             .unwrap_or(false),
+        resources: match body.get("resources") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(names)) => names
+                .iter()
+                .map(|n| n.as_str().map(str::to_string))
+                .collect::<Option<_>>()
+                .ok_or_else(|| ApiError::bad_request("resources must be a list of strings"))?,
+            Some(_) => {
+                return Err(ApiError::bad_request("resources must be a list of strings"));
+            }
+        },
     })
 }

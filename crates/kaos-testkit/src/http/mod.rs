@@ -197,7 +197,8 @@ async fn serve(
                     return error_response(&e);
                 }
             }
-            let spared = identity.is_admin() && server.faults.config().spare_admin;
+            let faults = server.faults.config();
+            let spared = (identity.is_admin() && faults.spare_admin) || !faults.targets(&rt.plural);
             match server.faults.draw(verb).filter(|_| !spared) {
                 Some(Fault::Error(e)) => return error_response(&e),
                 Some(Fault::Delay(d)) => tokio::time::sleep(d).await,
