@@ -112,13 +112,9 @@ async fn editing_models_updates_the_config_and_rolls_the_deployment_once() {
     assert_ne!(config_hash(&before), config_hash(&after));
 }
 
-/// A watch that keeps failing (every start of the Deployment watch answered 410 Gone, every
-/// relist 500) holds up no reconcile that reads other caches: an edit of the ModelAPI reaches
-/// its ConfigMap at once. Before, every watch error paused all the caches of the Controller, for
-/// a backoff doubling from 0.8 s that only a passed event reset: after 12 s it was 3–25 s.
-#[tokio::test]
-async fn a_failing_watch_holds_up_no_reconcile_of_the_other_caches() {
-    // The Deployment watch is cut every 200 ms (and resumed), so the faults below reach it soon.
+/// A Ready ModelAPI `proxy` whose Deployment watch is cut every 200 ms (and resumed), and the
+/// faults that do so: faults added to them reach that watch at once.
+async fn ready_with_the_deployment_watch_cut() -> (ControllerTest, FaultConfig) {
     let cut = FaultConfig {
         watch_cut_after: Some(Duration::from_millis(200)),
         resources: vec!["deployments".into()],
@@ -128,7 +124,16 @@ async fn a_failing_watch_holds_up_no_reconcile_of_the_other_caches() {
     h.api.faults.set(cut.clone());
     h.create(&openai("proxy", &["gpt-4o"])).await;
     h.until_phase::<ModelAPI>("proxy", Phase::Ready).await;
+    (h, cut)
+}
 
+/// A watch that keeps failing (every start of the Deployment watch answered 410 Gone, every
+/// relist 500) holds up no reconcile that reads other caches: an edit of the ModelAPI reaches
+/// its ConfigMap at once. Before, every watch error paused all the caches of the Controller, for
+/// a backoff doubling from 0.8 s that only a passed event reset: after 12 s it was 3–25 s.
+#[tokio::test]
+async fn a_failing_watch_holds_up_no_reconcile_of_the_other_caches() {
+    let (h, cut) = ready_with_the_deployment_watch_cut().await;
     h.api.faults.set(FaultConfig {
         gone_rate: 1.0,
         error_rate: 1.0,
@@ -162,15 +167,7 @@ async fn a_failing_watch_holds_up_no_reconcile_of_the_other_caches() {
 /// shows it) is created again: its owner is woken by the relist.
 #[tokio::test]
 async fn a_child_deleted_while_its_watch_was_down_is_created_again() {
-    let cut = FaultConfig {
-        watch_cut_after: Some(Duration::from_millis(200)),
-        resources: vec!["deployments".into()],
-        ..Default::default()
-    };
-    let h = start();
-    h.api.faults.set(cut.clone());
-    h.create(&openai("proxy", &["gpt-4o"])).await;
-    h.until_phase::<ModelAPI>("proxy", Phase::Ready).await;
+    let (h, cut) = ready_with_the_deployment_watch_cut().await;
     let before = h.get::<Deployment>("modelapi-proxy").await;
 
     // From now on every Deployment watch fails as it starts: only relists show them.
