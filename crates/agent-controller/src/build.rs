@@ -7,8 +7,7 @@ use kaos_workload::container::{
     python_otel_env, with_user_env,
 };
 use kaos_workload::converge::WorkloadChildren;
-use kaos_workload::pod_security::secure_pod;
-use kaos_workload::podspec::merge_pod_spec;
+use kaos_workload::podspec::workload_pod;
 use kaos_workload::scaling::ScaledChildren;
 use kube::ResourceExt;
 
@@ -133,12 +132,7 @@ pub fn environment(agent: &Agent, resolved: &Resolved, settings: &Settings) -> V
     );
     vars.extend(python_otel_env(&name, &namespace, telemetry.as_ref()));
     vars.push(env("LOG_LEVEL", log_level(&settings.data_plane)));
-    let user_env = spec
-        .container
-        .as_ref()
-        .map(|c| c.env.as_slice())
-        .unwrap_or_default();
-    with_user_env(vars, user_env, user_at)
+    with_user_env(vars, spec.workload.user_env(), user_at)
 }
 
 /// The `MEMORY_*` variables. The local knobs keep KAOS's January order; what 0.8.4 added comes
@@ -186,7 +180,13 @@ fn memory_environment(
 
 /// `kaos://agent/<security.id>`, or `kaos://agent/<namespace>/<name>` without one.
 pub fn identity(agent: &Agent) -> String {
-    match agent.spec.security.as_ref().and_then(|s| s.id.as_deref()) {
+    match agent
+        .spec
+        .workload
+        .security
+        .as_ref()
+        .and_then(|s| s.id.as_deref())
+    {
         Some(id) => format!("kaos://agent/{id}"),
         None => format!(
             "kaos://agent/{}/{}",
@@ -203,7 +203,7 @@ pub fn build(
 ) -> Result<Desired, BuildError> {
     let name = agent.name_any();
     let spec = &agent.spec;
-    let user = spec.container.as_ref();
+    let user = spec.workload.container.as_ref();
     let image = image(user, settings.default_agent_image.as_deref()).ok_or_else(|| BuildError {
         reason: "NoImage",
         message: "no agent image: set spec.container.image or the operator's DEFAULT_AGENT_IMAGE"
@@ -223,30 +223,18 @@ pub fn build(
         readiness_probe: Some(http_probe("/ready", 10, 5)),
         ..Default::default()
     };
-    apply_container_override(&mut container, user).map_err(|message| BuildError {
-        reason: "InvalidContainerPorts",
-        message,
-    })?;
-    let mut generated = PodSpec {
+    apply_container_override(&mut container, user)?;
+    let generated = PodSpec {
         containers: vec![container],
         ..Default::default()
     };
     // The agent runtime never calls the Kubernetes API.
-    secure_pod(&mut generated, settings.data_plane.pod_security, false);
-    let pod = match &spec.pod_spec {
-        Some(patch) => merge_pod_spec(&generated, patch).map_err(|e| BuildError {
-            reason: "InvalidPodSpec",
-            message: e.to_string(),
-        })?,
-        None => generated,
-    };
+    let level = settings.data_plane.pod_security;
+    let pod = workload_pod(generated, level, false, spec.workload.pod_spec.as_deref())?;
     let workload = workload(agent);
     let scaled = ScaledChildren::of(&workload, &spec.scaling);
     let exposed = spec.exposed();
-    let timeout = spec
-        .gateway_route
-        .as_ref()
-        .and_then(|g| g.timeout.as_deref());
+    let timeout = spec.workload.route_timeout();
     Ok(Desired {
         children: WorkloadChildren::plain(
             workload.deployment(pod, scaled.replicas.in_spec()),

@@ -111,7 +111,7 @@ impl From<Agent> for CachedAgent {
     fn from(agent: Agent) -> Self {
         CachedAgent {
             metadata: agent.metadata.into(),
-            security_id: claimed(agent.spec.security.as_ref()).map(Box::from),
+            security_id: claimed(agent.spec.workload.security.as_ref()).map(Box::from),
             spec: Compact::new(&agent.spec),
             status: agent.status.map(StatusMemo::from),
         }

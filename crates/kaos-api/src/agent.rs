@@ -2,19 +2,19 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::PodSpec;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::common::{
-    Conditions, ContainerOverride, DNS_LABEL, GatewayRoute, MAX_ENV_TEXT, MAX_MODEL_ID,
-    ScaleStatus, Security, Telemetry, condition_list_schema, default_true,
+    Conditions, DNS_LABEL, MAX_ENV_TEXT, MAX_MODEL_ID, ScaleStatus, Telemetry,
+    condition_list_schema, default_true,
 };
 use crate::mcpserver;
 use crate::memorystore::{self, ReadScope};
 use crate::modelapi;
 use crate::scaling::WorkloadScaling;
+use crate::workload::{WorkloadSpec, describe_workload_fields};
 
 /// The longest Agent name: its Deployment and Service `agent-<name>` must be a DNS label (63).
 pub const MAX_NAME_LENGTH: u32 = 57;
@@ -57,6 +57,7 @@ pub(crate) fn object_rules() -> serde_json::Value {
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = describe_agent_fields)]
 pub struct AgentSpec {
     /// Name of the ModelAPI (same namespace) this agent talks to; its `status.endpoint` becomes
     /// `MODEL_API_URL`.
@@ -91,20 +92,17 @@ pub struct AgentSpec {
     /// `replicas`, `autoscaling` and `podDisruptionBudget`.
     #[serde(flatten)]
     pub scaling: WorkloadScaling,
-    /// Gateway API route settings, used only when the operator runs with
-    /// `GATEWAY_API_ENABLED=true`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gateway_route: Option<GatewayRoute>,
-    /// Overrides of the generated `agent` container.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub container: Option<ContainerOverride>,
-    /// A pod spec merged over the generated one with strategic-merge semantics.
-    // Boxed: inline, a PodSpec is 1.4 KiB of every cached object, set or not.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod_spec: Option<Box<PodSpec>>,
-    /// A stable identity, `kaos://agent/<id>`, in place of `kaos://agent/<namespace>/<name>`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub security: Option<Security>,
+    /// `container`, `podSpec`, `gatewayRoute` and `security`.
+    #[serde(flatten)]
+    pub workload: WorkloadSpec,
+}
+
+fn describe_agent_fields(schema: &mut schemars::Schema) {
+    describe_workload_fields(
+        schema,
+        "Overrides of the generated `agent` container.",
+        "agent",
+    );
 }
 
 /// Agent-to-agent (A2A) networking.

@@ -8,3 +8,4 @@ pub mod memorystore;
 pub mod modelapi;
 pub mod scaling;
 pub mod workflow;
+pub mod workload;

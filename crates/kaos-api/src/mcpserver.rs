@@ -1,16 +1,16 @@
 //! The `MCPServer` kind: a Model Context Protocol tool server started from the operator's runtime
 //! registry (or from a custom image).
 
-use k8s_openapi::api::core::v1::PodSpec;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::common::{
-    Conditions, ContainerOverride, DNS_LABEL, DNS_SUBDOMAIN, GatewayRoute, MAX_ENV_TEXT, Phase,
-    ScaleStatus, Security, Telemetry, condition_list_schema,
+    Conditions, DNS_LABEL, DNS_SUBDOMAIN, MAX_ENV_TEXT, Phase, ScaleStatus, Telemetry,
+    condition_list_schema,
 };
 use crate::scaling::WorkloadScaling;
+use crate::workload::{WorkloadSpec, describe_workload_fields};
 
 /// The longest MCPServer name: its Deployment and Service `mcpserver-<name>` must be a DNS label.
 pub const MAX_NAME_LENGTH: u32 = 53;
@@ -51,6 +51,7 @@ pub const CUSTOM_RUNTIME: &str = "custom";
     "rule": "self.runtime != 'custom' || (has(self.container) && has(self.container.image) && self.container.image != '')",
     "message": "runtime custom requires container.image (the MCP server image to run)"
 }]))]
+#[schemars(transform = describe_mcpserver_fields)]
 pub struct MCPServerSpec {
     /// A runtime of the operator's registry (ConfigMap `kaos-mcp-runtimes`, key `runtimes.yaml`,
     /// in the operator's namespace) such as `python-string`, `kubernetes` or `slack`; or `custom`,
@@ -74,20 +75,15 @@ pub struct MCPServerSpec {
     /// OpenTelemetry settings, merged with the operator's `DEFAULT_TELEMETRY_*` defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<Telemetry>,
-    /// Gateway API route settings, used only when the operator runs with
-    /// `GATEWAY_API_ENABLED=true`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gateway_route: Option<GatewayRoute>,
-    /// Overrides of the generated `mcp-server` container; `image` is required for `custom`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub container: Option<ContainerOverride>,
-    /// A pod spec merged over the generated one with strategic-merge semantics.
-    // Boxed: inline, a PodSpec is 1.4 KiB of every cached object, set or not.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod_spec: Option<Box<PodSpec>>,
-    /// A stable identity, `kaos://mcpserver/<id>`, in place of `kaos://mcpserver/<namespace>/<name>`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub security: Option<Security>,
+    /// `container`, `podSpec`, `gatewayRoute` and `security`.
+    #[serde(flatten)]
+    pub workload: WorkloadSpec,
+}
+
+fn describe_mcpserver_fields(schema: &mut schemars::Schema) {
+    let container =
+        "Overrides of the generated `mcp-server` container; `image` is required for `custom`.";
+    describe_workload_fields(schema, container, "mcpserver");
 }
 
 /// The observed state of an MCPServer.

@@ -1,16 +1,14 @@
 //! The `MemoryStore` kind: a shared memory service (KAOS's kaos-memory, Mem0 over Chroma or
 //! pgvector) that agents bind to with `config.memory.memoryStore`.
 
-use k8s_openapi::api::core::v1::{PodSpec, SecretKeySelector};
+use k8s_openapi::api::core::v1::SecretKeySelector;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{
-    ContainerOverride, DNS_LABEL, GatewayRoute, MAX_ENV_TEXT, MAX_MODEL_ID, Security, Telemetry,
-    WorkloadStatus,
-};
+use crate::common::{DNS_LABEL, MAX_ENV_TEXT, MAX_MODEL_ID, Telemetry, WorkloadStatus};
 use crate::modelapi;
+use crate::workload::{WorkloadSpec, describe_workload_fields};
 
 /// The longest MemoryStore name: its Deployment and Service `memorystore-<name>` must be a DNS
 /// label (63).
@@ -56,6 +54,7 @@ const COMPACTION_MARKS_RULE: &str = "((has(self.mediumTerm) && has(self.mediumTe
     {"rule": "self.storage.type != 'local' || !has(self.replicas) || self.replicas == 1", "message": "replicas must be 1 in local storage mode", "fieldPath": ".replicas"},
     {"rule": COMPACTION_MARKS_RULE, "message": "short-term compaction marks must satisfy 0 < compactionTarget < compactionTrigger <= tokenBudget (0 or absent marks derive from the token budget)"},
 ]))]
+#[schemars(transform = describe_memorystore_fields)]
 pub struct MemoryStoreSpec {
     /// The memory engine; `mem0` is the only one.
     #[serde(default)]
@@ -89,22 +88,17 @@ pub struct MemoryStoreSpec {
     /// (`KAOS_MEMORY_DEFAULT_FAILURE_MODE`).
     #[serde(default)]
     pub default_failure_mode: FailureMode,
-    /// Gateway API route settings, used only when the operator runs with
-    /// `GATEWAY_API_ENABLED=true`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gateway_route: Option<GatewayRoute>,
     /// OpenTelemetry settings, merged with the operator's `DEFAULT_TELEMETRY_*` defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<Telemetry>,
-    /// Overrides of the generated `memory` container; `env` comes last and wins.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub container: Option<ContainerOverride>,
-    /// A pod spec merged over the generated one with strategic-merge semantics.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod_spec: Option<Box<PodSpec>>,
-    /// A stable identity, `kaos://memorystore/<id>`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub security: Option<Security>,
+    /// `container`, `podSpec`, `gatewayRoute` and `security`.
+    #[serde(flatten)]
+    pub workload: WorkloadSpec,
+}
+
+fn describe_memorystore_fields(schema: &mut schemars::Schema) {
+    let container = "Overrides of the generated `memory` container; `env` comes last and wins.";
+    describe_workload_fields(schema, container, "memorystore");
 }
 
 /// The memory engine.

@@ -1,15 +1,14 @@
 //! The `ModelAPI` kind: an OpenAI-compatible model endpoint, either a LiteLLM proxy in front of an
 //! upstream provider (`Proxy`) or an Ollama server running the model in the cluster (`Hosted`).
 
-use k8s_openapi::api::core::v1::{ConfigMapKeySelector, PodSpec, SecretKeySelector};
+use k8s_openapi::api::core::v1::{ConfigMapKeySelector, SecretKeySelector};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{
-    ContainerOverride, GatewayRoute, MAX_MODEL_ID, MAX_URL, Security, Telemetry, WorkloadStatus,
-};
+use crate::common::{MAX_MODEL_ID, MAX_URL, Telemetry, WorkloadStatus};
 use crate::scaling::WorkloadScaling;
+use crate::workload::{WorkloadSpec, describe_workload_fields};
 
 /// The longest ModelAPI name: its Deployment and Service `modelapi-<name>` must be a DNS label.
 pub const MAX_NAME_LENGTH: u32 = 54;
@@ -57,6 +56,7 @@ pub(crate) fn object_rules() -> serde_json::Value {
         "message": "set proxyConfig (mode Proxy) or hostedConfig (mode Hosted), not both"
     }
 ]))]
+#[schemars(transform = describe_modelapi_fields)]
 pub struct ModelAPISpec {
     /// `Proxy`: a LiteLLM gateway to an upstream API. `Hosted`: Ollama serving the model in
     /// cluster. Switching it changes the Service port (8000 for `Proxy`, 11434 for `Hosted`) and
@@ -71,23 +71,17 @@ pub struct ModelAPISpec {
     /// `replicas`, `autoscaling` and `podDisruptionBudget`.
     #[serde(flatten)]
     pub scaling: WorkloadScaling,
-    /// Gateway API route settings, used only when the operator runs with
-    /// `GATEWAY_API_ENABLED=true`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gateway_route: Option<GatewayRoute>,
     /// OpenTelemetry settings, merged with the operator's `DEFAULT_TELEMETRY_*` defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<Telemetry>,
-    /// Overrides of the generated `model-api` container.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub container: Option<ContainerOverride>,
-    /// A pod spec merged over the generated one with strategic-merge semantics.
-    // Boxed: inline, a PodSpec is 1.4 KiB of every cached object, set or not.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod_spec: Option<Box<PodSpec>>,
-    /// A stable identity, `kaos://modelapi/<id>`, in place of `kaos://modelapi/<namespace>/<name>`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub security: Option<Security>,
+    /// `container`, `podSpec`, `gatewayRoute` and `security`.
+    #[serde(flatten)]
+    pub workload: WorkloadSpec,
+}
+
+fn describe_modelapi_fields(schema: &mut schemars::Schema) {
+    let container = "Overrides of the generated `model-api` container.";
+    describe_workload_fields(schema, container, "modelapi");
 }
 
 /// How a ModelAPI serves models.
@@ -261,11 +255,8 @@ mod tests {
                 model: "ignored".into(),
             }),
             scaling: Default::default(),
-            gateway_route: None,
             telemetry: None,
-            container: None,
-            pod_spec: None,
-            security: None,
+            workload: Default::default(),
         };
         assert!(proxy.serves("openai/gpt-4o"));
         assert!(proxy.serves("llama3"));

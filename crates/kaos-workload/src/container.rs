@@ -6,6 +6,7 @@ use k8s_openapi::api::core::v1::{Container, ContainerPort, EnvVar, HTTPGetAction
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kaos_api::common::{ContainerOverride, Telemetry};
 
+use crate::build_error::BuildError;
 use crate::settings::DataPlaneArgs;
 
 /// An HTTP GET probe on `path` and `port` with KAOS's thresholds (5 s timeout, 3 failures).
@@ -69,11 +70,11 @@ pub fn image(container: Option<&ContainerOverride>, default: Option<&str>) -> Op
 
 /// Applies the user's `command`, `args`, `resources` and `ports` (image and env are handled
 /// apart). A user port with the generated port's name or number replaces it, and must keep its
-/// number (the Service and the probes use it): the error says so.
+/// number (the Service and the probes use it): the error (`InvalidContainerPorts`) says so.
 pub fn apply_container_override(
     container: &mut Container,
     user: Option<&ContainerOverride>,
-) -> Result<(), String> {
+) -> Result<(), BuildError> {
     let Some(user) = user else { return Ok(()) };
     if !user.command.is_empty() {
         container.command = Some(user.command.clone());
@@ -95,10 +96,13 @@ pub fn apply_container_override(
         };
         match ports.iter_mut().find(|p| same(p)) {
             Some(generated) if generated.container_port != port.container_port => {
-                return Err(format!(
-                    "spec.container.ports: port {} must be {}: the Service and the probes use it",
-                    port.name.as_deref().unwrap_or("http"),
-                    generated.container_port
+                return Err(BuildError::new(
+                    "InvalidContainerPorts",
+                    format!(
+                        "spec.container.ports: port {} must be {}: the Service and the probes use it",
+                        port.name.as_deref().unwrap_or("http"),
+                        generated.container_port
+                    ),
                 ));
             }
             Some(generated) => *generated = port.clone(),

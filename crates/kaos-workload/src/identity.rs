@@ -42,7 +42,7 @@ macro_rules! security_of_spec {
     ($($kind:ty),*) => {$(
         impl SecurityIdentity for $kind {
             fn security_id(&self) -> Option<&str> {
-                claimed(self.spec.security.as_ref())
+                claimed(self.spec.workload.security.as_ref())
             }
         }
     )*};

@@ -10,6 +10,9 @@
 use k8s_openapi::api::core::v1::PodSpec;
 use serde_json::{Map, Value};
 
+use crate::build_error::BuildError;
+use crate::pod_security::{PodSecurity, secure_pod};
+
 /// Why a pod spec could not be merged; reported to the user as a Failed status.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum MergeError {
@@ -35,6 +38,22 @@ fn merge_key(field: &str) -> Option<&'static str> {
         "ports" => Some("containerPort"),
         "volumeMounts" => Some("mountPath"),
         _ => None,
+    }
+}
+
+/// The pod a workload runs: `generated` locked down to `level` (`api_token`: whether it calls
+/// the Kubernetes API with its ServiceAccount), with the user's `spec.podSpec` merged over it.
+pub fn workload_pod(
+    mut generated: PodSpec,
+    level: PodSecurity,
+    api_token: bool,
+    user: Option<&PodSpec>,
+) -> Result<PodSpec, BuildError> {
+    secure_pod(&mut generated, level, api_token);
+    match user {
+        Some(patch) => merge_pod_spec(&generated, patch)
+            .map_err(|e| BuildError::new("InvalidPodSpec", e.to_string())),
+        None => Ok(generated),
     }
 }
 

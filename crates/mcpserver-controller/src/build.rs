@@ -9,8 +9,7 @@ use kaos_workload::container::{
 };
 use kaos_workload::converge::WorkloadChildren;
 use kaos_workload::network_policy;
-use kaos_workload::pod_security::secure_pod;
-use kaos_workload::podspec::merge_pod_spec;
+use kaos_workload::podspec::workload_pod;
 use kaos_workload::scaling::ScaledChildren;
 use kaos_workload::workload::{Workload, owner_of};
 use kube::ResourceExt;
@@ -90,7 +89,7 @@ pub fn build(
     let name = s.name_any();
     let namespace = s.namespace().unwrap_or_else(|| "default".into());
     let runtime = runtime(s, registry)?;
-    let user = s.spec.container.as_ref();
+    let user = s.spec.workload.container.as_ref();
     let image = image(user, runtime.and_then(|r| r.image.as_deref())).ok_or_else(|| match runtime {
         None => BuildError::new("NoImage", "runtime custom requires spec.container.image".into()),
         Some(_) => BuildError::new(
@@ -128,8 +127,7 @@ pub fn build(
         readiness_probe: Some(tcp_probe(15, 5, 2)),
         ..Default::default()
     };
-    apply_container_override(&mut container, user)
-        .map_err(|message| BuildError::new("InvalidContainerPorts", message))?;
+    apply_container_override(&mut container, user)?;
     let service_account = s
         .spec
         .service_account_name
@@ -138,17 +136,18 @@ pub fn build(
     // A server given a ServiceAccount (the `kubernetes` runtime) calls the API with its token;
     // others get none.
     let token = service_account.is_some();
-    let mut generated_pod = PodSpec {
+    let generated_pod = PodSpec {
         containers: vec![container],
         service_account_name: service_account,
         ..Default::default()
     };
-    secure_pod(&mut generated_pod, settings.data_plane.pod_security, token);
-    let pod = match &s.spec.pod_spec {
-        Some(patch) => merge_pod_spec(&generated_pod, patch)
-            .map_err(|e| BuildError::new("InvalidPodSpec", e.to_string()))?,
-        None => generated_pod,
-    };
+    let level = settings.data_plane.pod_security;
+    let pod = workload_pod(
+        generated_pod,
+        level,
+        token,
+        s.spec.workload.pod_spec.as_deref(),
+    )?;
     if let Some(runtime) = runtime {
         let present: Vec<&str> = pod
             .containers
@@ -181,11 +180,7 @@ pub fn build(
         owner: owner_of(s),
         port: PORT,
     };
-    let timeout = s
-        .spec
-        .gateway_route
-        .as_ref()
-        .and_then(|g| g.timeout.as_deref());
+    let timeout = s.spec.workload.route_timeout();
     let scaled = ScaledChildren::of(&workload, &s.spec.scaling);
     let policies = &settings.data_plane.network_policy;
     let network_policy = policies.applies_to(&workload.namespace).then(|| {

@@ -23,8 +23,7 @@ use kaos_workload::container::{
 };
 use kaos_workload::converge::{Child, ChildSet, WorkloadChildren};
 use kaos_workload::network_policy::{self, Target};
-use kaos_workload::pod_security::secure_pod;
-use kaos_workload::podspec::merge_pod_spec;
+use kaos_workload::podspec::workload_pod;
 use kaos_workload::workload::{Workload, owner_of};
 use kube::ResourceExt;
 
@@ -226,13 +225,8 @@ pub fn environment(store: &MemoryStore, models: &ModelService, settings: &Settin
     generated.extend(tier_env(spec));
     let telemetry = merge_telemetry(spec.telemetry.as_ref(), &settings.data_plane);
     generated.extend(python_otel_env(&name, &namespace, telemetry.as_ref()));
-    let user = spec
-        .container
-        .as_ref()
-        .map(|c| c.env.as_slice())
-        .unwrap_or_default();
     let at = generated.len();
-    with_user_env(generated, user, at)
+    with_user_env(generated, spec.workload.user_env(), at)
 }
 
 fn claim(store: &MemoryStore, workload: &Workload) -> Result<PersistentVolumeClaim, BuildError> {
@@ -294,7 +288,7 @@ pub fn build(
     let name = store.name_any();
     let namespace = store.namespace().unwrap_or_else(|| "default".into());
     let spec = &store.spec;
-    let user = spec.container.as_ref();
+    let user = spec.workload.container.as_ref();
     let image = image(user, settings.default_memory_service_image.as_deref()).ok_or_else(|| {
         BuildError::new(
             "NoImage",
@@ -325,9 +319,8 @@ pub fn build(
         }),
         ..Default::default()
     };
-    apply_container_override(&mut container, user)
-        .map_err(|message| BuildError::new("InvalidContainerPorts", message))?;
-    let mut generated_pod = PodSpec {
+    apply_container_override(&mut container, user)?;
+    let generated_pod = PodSpec {
         containers: vec![container],
         volumes: local.then(|| {
             vec![Volume {
@@ -342,12 +335,13 @@ pub fn build(
         ..Default::default()
     };
     // The memory service never calls the Kubernetes API: no token.
-    secure_pod(&mut generated_pod, settings.data_plane.pod_security, false);
-    let pod = match &spec.pod_spec {
-        Some(patch) => merge_pod_spec(&generated_pod, patch)
-            .map_err(|e| BuildError::new("InvalidPodSpec", e.to_string()))?,
-        None => generated_pod,
-    };
+    let level = settings.data_plane.pod_security;
+    let pod = workload_pod(
+        generated_pod,
+        level,
+        false,
+        spec.workload.pod_spec.as_deref(),
+    )?;
     let workload = Workload {
         name: deployment_name(&name),
         namespace,
@@ -374,10 +368,7 @@ pub fn build(
             .collect();
         network_policy::memory_store_policy(&workload, &model_apis, !local, policies)
     });
-    let timeout = spec
-        .gateway_route
-        .as_ref()
-        .and_then(|g| g.timeout.as_deref());
+    let timeout = spec.workload.route_timeout();
     Ok(Desired {
         claim: local.then(|| claim(store, &workload)).transpose()?,
         disruption_budget: (replicas >= 2).then(|| disruption_budget(&workload)),

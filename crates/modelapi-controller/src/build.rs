@@ -14,8 +14,7 @@ use kaos_workload::container::{
     apply_container_override, env, http_probe, image, log_level, merge_telemetry, with_user_env,
 };
 use kaos_workload::network_policy;
-use kaos_workload::pod_security::secure_pod;
-use kaos_workload::podspec::{merge_pod_spec, secret_hash, stable_hash};
+use kaos_workload::podspec::{secret_hash, stable_hash, workload_pod};
 use kaos_workload::scaling::ScaledChildren;
 use kaos_workload::workload::{Workload, owner_of};
 use kube::ResourceExt;
@@ -140,7 +139,7 @@ fn proxy_pod(
     telemetry: Option<&kaos_api::common::Telemetry>,
 ) -> Result<(PodSpec, Option<String>), BuildError> {
     let name = m.name_any();
-    let container_override = m.spec.container.as_ref();
+    let container_override = m.spec.workload.container.as_ref();
     let image = image(
         container_override,
         settings.default_litellm_image.as_deref(),
@@ -236,8 +235,7 @@ fn proxy_pod(
         readiness_probe: Some(http_probe("/health/liveliness", PROXY_PORT, 15, 5)),
         ..Default::default()
     };
-    apply_container_override(&mut container, container_override)
-        .map_err(|message| BuildError::new("InvalidContainerPorts", message))?;
+    apply_container_override(&mut container, container_override)?;
     let pod = PodSpec {
         containers: vec![container],
         volumes: Some(vec![volume]),
@@ -258,7 +256,7 @@ fn shell_quote(text: &str) -> String {
 }
 
 fn hosted_pod(m: &ModelAPI, model: &str, settings: &Settings) -> Result<PodSpec, BuildError> {
-    let container_override = m.spec.container.as_ref();
+    let container_override = m.spec.workload.container.as_ref();
     let image =
         image(container_override, settings.default_ollama_image.as_deref()).ok_or_else(|| {
             BuildError::new(
@@ -308,8 +306,7 @@ fn hosted_pod(m: &ModelAPI, model: &str, settings: &Settings) -> Result<PodSpec,
         readiness_probe: Some(http_probe("/", OLLAMA_PORT, 10, 5)),
         ..Default::default()
     };
-    apply_container_override(&mut container, container_override)
-        .map_err(|message| BuildError::new("InvalidContainerPorts", message))?;
+    apply_container_override(&mut container, container_override)?;
     Ok(PodSpec {
         init_containers: Some(vec![pull]),
         containers: vec![container],
@@ -354,14 +351,9 @@ pub fn build(m: &ModelAPI, settings: &Settings) -> Result<Desired, BuildError> {
             )
         }
     };
-    let mut generated = generated;
     // Neither LiteLLM nor Ollama calls the Kubernetes API.
-    secure_pod(&mut generated, settings.data_plane.pod_security, false);
-    let pod = match &m.spec.pod_spec {
-        Some(user) => merge_pod_spec(&generated, user)
-            .map_err(|e| BuildError::new("InvalidPodSpec", e.to_string()))?,
-        None => generated,
-    };
+    let level = settings.data_plane.pod_security;
+    let pod = workload_pod(generated, level, false, m.spec.workload.pod_spec.as_deref())?;
     let workload = Workload {
         name: deployment_name(&name),
         namespace: namespace.clone(),
@@ -380,11 +372,7 @@ pub fn build(m: &ModelAPI, settings: &Settings) -> Result<Desired, BuildError> {
         data: Some([(CONFIG_KEY.to_string(), text)].into()),
         ..Default::default()
     });
-    let timeout = m
-        .spec
-        .gateway_route
-        .as_ref()
-        .and_then(|g| g.timeout.as_deref());
+    let timeout = m.spec.workload.route_timeout();
     let scaled = ScaledChildren::of(&workload, &m.spec.scaling);
     let policies = &settings.data_plane.network_policy;
     let mut deployment = workload.deployment(pod, scaled.replicas.in_spec());
