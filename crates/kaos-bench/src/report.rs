@@ -82,6 +82,23 @@ fn ratio(a: Duration, floor: Duration) -> String {
     format!("{:.1}×", a.as_secs_f64() / floor.as_secs_f64().max(0.001))
 }
 
+/// A time as the tables show it: itself, its ratio to the floor and to the minimal floor.
+fn against_floors(d: Duration, floor: &Floor) -> (String, String, String) {
+    (seconds(d), ratio(d, floor.total), ratio(d, floor.minimal))
+}
+
+/// What the tables show instead of a time and its ratios for what did not finish in time.
+fn not_converged(progress: &str, after: Duration) -> (String, String, String) {
+    (
+        format!(
+            "not converged: {progress} after {:.0} s",
+            after.as_secs_f64()
+        ),
+        "–".into(),
+        "–".into(),
+    )
+}
+
 impl Report {
     fn per_agent(&self, n: f64) -> String {
         format!("{:.2}", n / self.agents as f64)
@@ -120,19 +137,8 @@ pub fn markdown(reports: &[Report], idle: u64) -> String {
     );
     for r in reports {
         let (time, ratio_text, minimal_ratio) = match &r.converge {
-            Outcome::Done(d) => (
-                seconds(*d),
-                ratio(*d, r.floor.total),
-                ratio(*d, r.floor.minimal),
-            ),
-            Outcome::TimedOut { progress, after } => (
-                format!(
-                    "not converged: {progress} after {:.0} s",
-                    after.as_secs_f64()
-                ),
-                "–".into(),
-                "–".into(),
-            ),
+            Outcome::Done(d) => against_floors(*d, &r.floor),
+            Outcome::TimedOut { progress, after } => not_converged(progress, *after),
         };
         let _ = writeln!(
             out,
@@ -167,25 +173,14 @@ pub fn markdown(reports: &[Report], idle: u64) -> String {
         let per_object = (r.rss_end_kib - r.rss_baseline_kib) / (r.cached_objects.max(1) as f64);
         let change = &r.change;
         let (time, ratio_text, minimal_ratio) = match (&change.outcome, change.last_write) {
-            (Outcome::Done(_), Some(t)) => (
-                seconds(t),
-                ratio(t, r.floor.total),
-                ratio(t, r.floor.minimal),
-            ),
+            (Outcome::Done(_), Some(t)) => against_floors(t, &r.floor),
             (Outcome::Done(moved), None) if change.deployment_writes.is_none() => (
                 format!("n/a¹ (all moved {})", seconds(*moved)),
                 format!("{}²", ratio(*moved, r.floor.total)),
                 format!("{}²", ratio(*moved, r.floor.minimal)),
             ),
             (Outcome::Done(_), None) => ("no Deployment write".into(), "–".into(), "–".into()),
-            (Outcome::TimedOut { progress, after }, _) => (
-                format!(
-                    "not converged: {progress} after {:.0} s",
-                    after.as_secs_f64()
-                ),
-                "–".into(),
-                "–".into(),
-            ),
+            (Outcome::TimedOut { progress, after }, _) => not_converged(progress, *after),
         };
         let _ = writeln!(
             out,

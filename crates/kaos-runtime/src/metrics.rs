@@ -7,10 +7,14 @@ use std::time::{Duration, Instant};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet};
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::{Family, MetricConstructor};
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Metric, Registry};
+
+mod families;
+
+pub use families::{Buckets, starting_at_zero};
 
 use crate::process::ProcessCollector;
 use crate::workqueue::{Ticket, WorkQueue};
@@ -60,15 +64,6 @@ pub struct ResourceLabels {
     pub phase: String,
 }
 
-#[derive(Clone)]
-struct ReconcileHistogram;
-
-impl MetricConstructor<Histogram> for ReconcileHistogram {
-    fn new_metric(&self) -> Histogram {
-        Histogram::new(RECONCILE_BUCKETS.iter().copied())
-    }
-}
-
 /// The metrics of one controller process.
 pub struct Metrics {
     controller: String,
@@ -76,7 +71,7 @@ pub struct Metrics {
     reconcile_total: Family<ResultLabels, Counter>,
     reconcile_errors: Family<ControllerLabels, Counter>,
     reconcile_errors_by_step: Family<StepLabels, Counter>,
-    reconcile_time: Family<ControllerLabels, Histogram, ReconcileHistogram>,
+    reconcile_time: Family<ControllerLabels, Histogram, Buckets>,
     max_concurrent: Family<ControllerLabels, Gauge>,
     active_workers: Family<ControllerLabels, Gauge>,
     leader_status: Family<NameLabels, Gauge>,
@@ -136,7 +131,7 @@ impl Metrics {
             reconcile_total: Family::default(),
             reconcile_errors: Family::default(),
             reconcile_errors_by_step: Family::default(),
-            reconcile_time: Family::new_with_constructor(ReconcileHistogram),
+            reconcile_time: Family::new_with_constructor(Buckets(RECONCILE_BUCKETS)),
             max_concurrent: Family::default(),
             active_workers: Family::default(),
             leader_status: Family::default(),
@@ -157,46 +152,68 @@ impl Metrics {
             extra: Arc::default(),
             registry: Registry::default(),
         };
+        let this_controller = || {
+            [ControllerLabels {
+                controller: controller.to_string(),
+            }]
+        };
+        let results = RESULTS.iter().map(|result| ResultLabels {
+            controller: controller.to_string(),
+            result: result.to_string(),
+        });
+        let steps = crate::error::Step::ALL.iter().map(|step| StepLabels {
+            controller: controller.to_string(),
+            step: step.metric_label().to_string(),
+        });
+        let this_lease = [NameLabels {
+            name: lease.to_string(),
+        }];
+        let successful_gets = [RequestLabels {
+            code: "200".into(),
+            method: "GET".into(),
+            host: api_host.to_string(),
+        }];
         registry.register(
             "controller_runtime_reconcile",
             "Total number of reconciliations per controller",
-            metrics.reconcile_total.clone(),
+            starting_at_zero(&metrics.reconcile_total, results),
         );
         registry.register(
             "controller_runtime_reconcile_errors",
             "Total number of reconciliation errors per controller",
-            metrics.reconcile_errors.clone(),
+            starting_at_zero(&metrics.reconcile_errors, this_controller()),
         );
         registry.register(
             "kaos_reconcile_errors",
             "Reconcile errors per controller and the step that failed (apply_child, patch_status, ...)",
-            metrics.reconcile_errors_by_step.clone(),
+            starting_at_zero(&metrics.reconcile_errors_by_step, steps),
         );
         registry.register(
             "controller_runtime_reconcile_time_seconds",
             "Length of time per reconciliation per controller",
-            metrics.reconcile_time.clone(),
+            starting_at_zero(&metrics.reconcile_time, this_controller()),
         );
         registry.register(
             "controller_runtime_max_concurrent_reconciles",
             "Maximum number of concurrent reconciles per controller",
-            metrics.max_concurrent.clone(),
+            starting_at_zero(&metrics.max_concurrent, this_controller()),
         );
         registry.register(
             "controller_runtime_active_workers",
             "Number of currently used workers per controller",
-            metrics.active_workers.clone(),
+            starting_at_zero(&metrics.active_workers, this_controller()),
         );
         registry.register(
             "leader_election_master_status",
             "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease.",
-            metrics.leader_status.clone(),
+            starting_at_zero(&metrics.leader_status, this_lease),
         );
         registry.register(
             "rest_client_requests",
             "Number of HTTP requests, partitioned by status code, method, and host.",
-            metrics.rest_requests.clone(),
+            starting_at_zero(&metrics.rest_requests, successful_gets),
         );
+        // Only a leader exports it (see `set_leader`): no label set yet.
         registry.register(
             "kaos_resources",
             "Number of KAOS custom resources by kind and phase",
@@ -204,34 +221,6 @@ impl Metrics {
         );
         registry.register_collector(Box::new(ProcessCollector));
         registry.register_collector(Box::new(metrics.extra.clone()));
-
-        let controller_labels = ControllerLabels {
-            controller: controller.to_string(),
-        };
-        for result in RESULTS {
-            drop(metrics.reconcile_total.get_or_create(&ResultLabels {
-                controller: controller.to_string(),
-                result: result.to_string(),
-            }));
-        }
-        drop(metrics.reconcile_errors.get_or_create(&controller_labels));
-        for step in crate::error::Step::ALL {
-            drop(metrics.reconcile_errors_by_step.get_or_create(&StepLabels {
-                controller: controller.to_string(),
-                step: step.metric_label().to_string(),
-            }));
-        }
-        drop(metrics.reconcile_time.get_or_create(&controller_labels));
-        drop(metrics.max_concurrent.get_or_create(&controller_labels));
-        drop(metrics.active_workers.get_or_create(&controller_labels));
-        drop(metrics.leader_status.get_or_create(&NameLabels {
-            name: lease.to_string(),
-        }));
-        drop(metrics.rest_requests.get_or_create(&RequestLabels {
-            code: "200".into(),
-            method: "GET".into(),
-            host: api_host.to_string(),
-        }));
         Self {
             registry,
             ..metrics

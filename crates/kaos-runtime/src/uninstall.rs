@@ -177,12 +177,17 @@ where
         + DeserializeOwned
         + Debug,
 {
-    let deadline = Instant::now() + plan.timeout;
+    let stopping = Stopping {
+        client,
+        namespace: &plan.namespace,
+        poll: plan.poll,
+        deadline: Instant::now() + plan.timeout,
+    };
     if let Some(name) = &plan.deployment {
-        stop_deployment(client, &plan.namespace, name, plan.poll, deadline).await?;
+        stopping.stop_deployment(name).await?;
     }
     if let Some(name) = &plan.lease {
-        wait_for_lease(client, &plan.namespace, name, plan.poll, deadline).await?;
+        stopping.wait_for_lease(name).await?;
     }
     let apis: Vec<Api<K>> = if plan.watch_namespaces.is_empty() {
         vec![Api::all(client.clone())]
@@ -199,95 +204,97 @@ where
     Ok(report)
 }
 
-/// Scales the Deployment to 0 and waits until it has no pods (a missing one is stopped).
-async fn stop_deployment(
-    client: &kube::Client,
-    namespace: &str,
-    name: &str,
+/// The controller being stopped: the namespace of its Deployment and Lease, looked at every
+/// `poll` until `deadline`.
+struct Stopping<'a> {
+    client: &'a kube::Client,
+    namespace: &'a str,
     poll: Duration,
     deadline: Instant,
-) -> anyhow::Result<()> {
-    let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
-    let scale = json!({"spec": {"replicas": 0}});
-    match api
-        .patch(name, &PatchParams::default(), &Patch::Merge(&scale))
-        .await
-    {
-        Ok(_) => println!("{COMMAND}: scaled Deployment {namespace}/{name} to 0"),
-        Err(kube::Error::Api(s)) if s.code == 404 => {
-            println!("{COMMAND}: no Deployment {namespace}/{name}: nothing to stop");
-            return Ok(());
-        }
-        Err(e) => anyhow::bail!("scaling Deployment {namespace}/{name} to 0: {e}"),
-    }
-    loop {
-        let pods = match api.get_opt(name).await? {
-            None => return Ok(()),
-            Some(d) => {
-                let observed = d.status.as_ref().and_then(|s| s.observed_generation);
-                let current = observed.is_some() && observed >= d.metadata.generation;
-                let replicas = d.status.as_ref().and_then(|s| s.replicas).unwrap_or(0);
-                if current && replicas == 0 {
-                    return Ok(());
-                }
-                replicas
-            }
-        };
-        if Instant::now() >= deadline {
-            anyhow::bail!(
-                "Deployment {namespace}/{name} still has {pods} pod(s) after scaling to 0; \
-                 nothing was released"
-            );
-        }
-        tokio::time::sleep(poll).await;
-    }
 }
 
-/// Waits until nobody holds the Lease: it is missing, released (no holder), or not renewed
-/// for its duration as seen by this process's clock (client-go's rule: the holder's
-/// timestamps are never compared with ours).
-async fn wait_for_lease(
-    client: &kube::Client,
-    namespace: &str,
-    name: &str,
-    poll: Duration,
-    deadline: Instant,
-) -> anyhow::Result<()> {
-    let api: Api<Lease> = Api::namespaced(client.clone(), namespace);
-    let mut seen: Option<(String, Instant)> = None;
-    loop {
-        let Some(lease) = api.get_opt(name).await? else {
-            return Ok(());
-        };
-        let spec = lease.spec.unwrap_or_default();
-        let holder = spec.holder_identity.unwrap_or_default();
-        if holder.is_empty() {
-            println!("{COMMAND}: Lease {namespace}/{name} is released");
-            return Ok(());
-        }
-        let version = lease.metadata.resource_version.unwrap_or_default();
-        let now = Instant::now();
-        let since = match &seen {
-            Some((v, at)) if *v == version => *at,
-            _ => {
-                seen = Some((version, now));
-                now
+impl Stopping<'_> {
+    /// Scales the Deployment to 0 and waits until it has no pods (a missing one is stopped).
+    async fn stop_deployment(&self, name: &str) -> anyhow::Result<()> {
+        let namespace = self.namespace;
+        let api: Api<Deployment> = Api::namespaced(self.client.clone(), namespace);
+        let scale = json!({"spec": {"replicas": 0}});
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&scale))
+            .await
+        {
+            Ok(_) => println!("{COMMAND}: scaled Deployment {namespace}/{name} to 0"),
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                println!("{COMMAND}: no Deployment {namespace}/{name}: nothing to stop");
+                return Ok(());
             }
-        };
-        let duration = Duration::from_secs(spec.lease_duration_seconds.unwrap_or(15).max(0) as u64);
-        if now.duration_since(since) >= duration {
-            println!(
-                "{COMMAND}: Lease {namespace}/{name} of {holder} expired (not renewed for {duration:?})"
-            );
-            return Ok(());
+            Err(e) => anyhow::bail!("scaling Deployment {namespace}/{name} to 0: {e}"),
         }
-        if now >= deadline {
-            anyhow::bail!(
-                "Lease {namespace}/{name} is still held by {holder}: a controller of this kind still \
-                 runs outside the scaled-down Deployment; nothing was released"
-            );
+        loop {
+            let pods = match api.get_opt(name).await? {
+                None => return Ok(()),
+                Some(d) => {
+                    let observed = d.status.as_ref().and_then(|s| s.observed_generation);
+                    let current = observed.is_some() && observed >= d.metadata.generation;
+                    let replicas = d.status.as_ref().and_then(|s| s.replicas).unwrap_or(0);
+                    if current && replicas == 0 {
+                        return Ok(());
+                    }
+                    replicas
+                }
+            };
+            if Instant::now() >= self.deadline {
+                anyhow::bail!(
+                    "Deployment {namespace}/{name} still has {pods} pod(s) after scaling to 0; \
+                     nothing was released"
+                );
+            }
+            tokio::time::sleep(self.poll).await;
         }
-        tokio::time::sleep(poll).await;
+    }
+
+    /// Waits until nobody holds the Lease: it is missing, released (no holder), or not renewed
+    /// for its duration as seen by this process's clock (client-go's rule: the holder's
+    /// timestamps are never compared with ours).
+    async fn wait_for_lease(&self, name: &str) -> anyhow::Result<()> {
+        let namespace = self.namespace;
+        let api: Api<Lease> = Api::namespaced(self.client.clone(), namespace);
+        let mut seen: Option<(String, Instant)> = None;
+        loop {
+            let Some(lease) = api.get_opt(name).await? else {
+                return Ok(());
+            };
+            let spec = lease.spec.unwrap_or_default();
+            let holder = spec.holder_identity.unwrap_or_default();
+            if holder.is_empty() {
+                println!("{COMMAND}: Lease {namespace}/{name} is released");
+                return Ok(());
+            }
+            let version = lease.metadata.resource_version.unwrap_or_default();
+            let now = Instant::now();
+            let since = match &seen {
+                Some((v, at)) if *v == version => *at,
+                _ => {
+                    seen = Some((version, now));
+                    now
+                }
+            };
+            let duration =
+                Duration::from_secs(spec.lease_duration_seconds.unwrap_or(15).max(0) as u64);
+            if now.duration_since(since) >= duration {
+                println!(
+                    "{COMMAND}: Lease {namespace}/{name} of {holder} expired (not renewed for {duration:?})"
+                );
+                return Ok(());
+            }
+            if now >= self.deadline {
+                anyhow::bail!(
+                    "Lease {namespace}/{name} is still held by {holder}: a controller of this kind still \
+                     runs outside the scaled-down Deployment; nothing was released"
+                );
+            }
+            tokio::time::sleep(self.poll).await;
+        }
     }
 }
 

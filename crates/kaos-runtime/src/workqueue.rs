@@ -19,10 +19,12 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::{Family, MetricConstructor};
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+
+use crate::metrics::Buckets;
 
 /// client-go's workqueue buckets (`prometheus.ExponentialBuckets(10e-9, 10, 12)`): 10 ns to
 /// 1000 s, each ten times the last.
@@ -44,15 +46,6 @@ pub struct DepthLabels {
     pub name: String,
     pub controller: String,
     pub priority: String,
-}
-
-#[derive(Clone)]
-struct QueueHistogram;
-
-impl MetricConstructor<Histogram> for QueueHistogram {
-    fn new_metric(&self) -> Histogram {
-        Histogram::new(WORKQUEUE_BUCKETS.iter().copied())
-    }
 }
 
 #[derive(Default)]
@@ -92,9 +85,9 @@ impl WorkQueue {
         let retries = Family::<QueueLabels, Counter>::default();
         let depth = Family::<DepthLabels, Gauge>::default();
         let queue_duration =
-            Family::<QueueLabels, Histogram, QueueHistogram>::new_with_constructor(QueueHistogram);
+            Family::<QueueLabels, Histogram, _>::new_with_constructor(Buckets(WORKQUEUE_BUCKETS));
         let work_duration =
-            Family::<QueueLabels, Histogram, QueueHistogram>::new_with_constructor(QueueHistogram);
+            Family::<QueueLabels, Histogram, _>::new_with_constructor(Buckets(WORKQUEUE_BUCKETS));
         registry.register(
             "workqueue_adds",
             "Total number of adds handled by workqueue",
@@ -288,6 +281,11 @@ mod tests {
 
     const L: &str = "{name=\"agent\",controller=\"agent\"}";
 
+    /// The value of `family` for the test queue (labels `L`).
+    fn queue_value(text: &str, family: &str) -> f64 {
+        value(text, &format!("{family}{L}"))
+    }
+
     #[test]
     fn every_family_has_controller_runtimes_names_and_labels_from_the_start() {
         let (_, registry) = queue();
@@ -316,14 +314,14 @@ mod tests {
         queue.add_at("ns/b", t0 + Duration::from_millis(200));
         assert_eq!(queue.depth(), 2);
         let text = text(&registry);
-        assert_eq!(value(&text, &format!("workqueue_adds_total{L}")), 2.0);
+        assert_eq!(queue_value(&text, "workqueue_adds_total"), 2.0);
 
         // a waited from its first add: 1.5 s, not 1.4 s.
         let ticket = queue.started_at("ns/a", t0 + Duration::from_millis(1500));
         assert_eq!(queue.depth(), 1);
         let text = self::text(&registry);
         assert_eq!(
-            value(&text, &format!("workqueue_queue_duration_seconds_sum{L}")),
+            queue_value(&text, "workqueue_queue_duration_seconds_sum"),
             1.5
         );
         assert_eq!(
@@ -346,16 +344,16 @@ mod tests {
         assert_eq!(queue.depth(), 2);
         queue.done_at(ticket, false, t0 + Duration::from_secs(4));
         let text = self::text(&registry);
-        assert_eq!(value(&text, &format!("workqueue_adds_total{L}")), 3.0);
+        assert_eq!(queue_value(&text, "workqueue_adds_total"), 3.0);
         assert_eq!(
-            value(&text, &format!("workqueue_work_duration_seconds_sum{L}")),
+            queue_value(&text, "workqueue_work_duration_seconds_sum"),
             2.5
         );
         assert_eq!(
-            value(&text, &format!("workqueue_work_duration_seconds_count{L}")),
+            queue_value(&text, "workqueue_work_duration_seconds_count"),
             1.0
         );
-        assert_eq!(value(&text, &format!("workqueue_retries_total{L}")), 0.0);
+        assert_eq!(queue_value(&text, "workqueue_retries_total"), 0.0);
     }
 
     #[test]
@@ -373,15 +371,15 @@ mod tests {
         let again = queue.started_at("ns/a", t0 + Duration::from_secs(1));
         queue.done_at(again, false, t0 + Duration::from_secs(2));
         let text = text(&registry);
-        assert_eq!(value(&text, &format!("workqueue_retries_total{L}")), 1.0);
-        assert_eq!(value(&text, &format!("workqueue_adds_total{L}")), 2.0);
+        assert_eq!(queue_value(&text, "workqueue_retries_total"), 1.0);
+        assert_eq!(queue_value(&text, "workqueue_adds_total"), 2.0);
         assert_eq!(
-            value(&text, &format!("workqueue_queue_duration_seconds_count{L}")),
+            queue_value(&text, "workqueue_queue_duration_seconds_count"),
             1.0,
             "the requeue's due time is unknown: no queue duration"
         );
         assert_eq!(
-            value(&text, &format!("workqueue_work_duration_seconds_count{L}")),
+            queue_value(&text, "workqueue_work_duration_seconds_count"),
             2.0
         );
     }
@@ -398,7 +396,7 @@ mod tests {
             text.contains("workqueue_depth{name=\"agent\",controller=\"agent\",priority=\"\"} 0")
         );
         assert_eq!(
-            value(&text, &format!("workqueue_queue_duration_seconds_count{L}")),
+            queue_value(&text, "workqueue_queue_duration_seconds_count"),
             0.0
         );
     }

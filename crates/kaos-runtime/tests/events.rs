@@ -22,15 +22,11 @@ async fn a_repeated_event_is_a_series_and_a_new_note_a_new_event() {
         .expect("create");
     let events = Events::new(client.clone(), "kaos-test-controller", Some("pod-1".into()));
 
-    events
-        .warning(&object, "SecretNotFound", "create Secret s".into())
-        .await;
-    events
-        .warning(&object, "SecretNotFound", "create Secret s".into())
-        .await;
-    events
-        .warning(&object, "SecretNotFound", "create Secret s".into())
-        .await;
+    for _ in 0..3 {
+        events
+            .warning(&object, "SecretNotFound", "create Secret s".into())
+            .await;
+    }
     events
         .normal(&object, "Applied", "applied Deployment d".into())
         .await;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use kaos_runtime::{ControllerId, RuntimeArgs};
 use kaos_testkit::auth::Identity;
-use kaos_testkit::{ApiServer, Cluster, ServeOptions, TestServer};
+use kaos_testkit::{ApiServer, TestServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_rustls::TlsConnector;
 use tokio_rustls::rustls::client::danger::{
@@ -177,16 +177,8 @@ struct Setup {
 
 /// A testkit with RBAC and a controller process serving secure metrics with `extra` flags.
 async fn start(extra: &[String]) -> Setup {
-    let api = ApiServer::new(Cluster::default());
-    let options = ServeOptions {
-        rbac: true,
-        simulate_deployments: None,
-        ..Default::default()
-    };
-    let server = TestServer::start(api.clone(), &options)
-        .await
-        .expect("serve");
-    kaos_testkit::manifests::apply_yaml(&api.cluster, RBAC).expect("RBAC");
+    let server = TestServer::start_with_rbac(RBAC).await.expect("serve");
+    let api = server.api.clone();
     let token = |name: &str| {
         api.auth
             .mint_token(Identity::service_account("default", name))

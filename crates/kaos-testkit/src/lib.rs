@@ -16,6 +16,7 @@ pub mod manifests;
 mod meta;
 mod patch;
 pub mod ports;
+mod rbac_server;
 pub mod resources;
 pub mod selectors;
 pub mod server;

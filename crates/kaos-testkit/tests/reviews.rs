@@ -6,7 +6,7 @@ use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use kaos_testkit::auth::Identity;
-use kaos_testkit::{ApiServer, Cluster, ServeOptions, TestServer};
+use kaos_testkit::{ApiServer, Cluster, TestServer};
 use kube::api::PostParams;
 use kube::{Api, Client};
 use serde_json::Value;
@@ -40,16 +40,8 @@ fn metrics_access(user: &str, groups: &[&str], path: &str) -> SubjectAccessRevie
 
 #[tokio::test]
 async fn reviews_answer_from_the_tokens_and_rbac() {
-    let api = ApiServer::new(Cluster::default());
-    let options = ServeOptions {
-        rbac: true,
-        simulate_deployments: None,
-        ..Default::default()
-    };
-    let server = TestServer::start(api.clone(), &options)
-        .await
-        .expect("serve");
-    kaos_testkit::manifests::apply_yaml(&api.cluster, RBAC).expect("RBAC");
+    let server = TestServer::start_with_rbac(RBAC).await.expect("serve");
+    let api = &server.api;
     let prometheus = api
         .auth
         .mint_token(Identity::service_account("default", "prometheus"));

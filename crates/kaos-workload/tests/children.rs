@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kaos_api::agent::{Agent, AgentStatus};
 use kaos_runtime::{ControllerId, Runtime, RuntimeArgs};
@@ -15,10 +14,11 @@ use kaos_testkit::{ApiServer, Cluster};
 use kaos_workload::child_store::child_store;
 use kaos_workload::converge::{Child, ChildKind, ChildSet, Children, Parent};
 use kaos_workload::reconciler::{Core, status_digest};
-use kaos_workload::stores;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
+
+mod common;
 
 const MANAGER: &str = "kaos-test-controller";
 
@@ -41,6 +41,11 @@ fn child(name: &str, data: &str, owner_uid: &str) -> ConfigMap {
     .expect("configmap")
 }
 
+/// The `config` entry the children carry.
+fn config(config_map: &ConfigMap) -> Option<&str> {
+    config_map.data.as_ref()?.get("config").map(String::as_str)
+}
+
 struct Setup {
     api: ApiServer,
     cms: Api<ConfigMap>,
@@ -53,34 +58,12 @@ struct Setup {
 async fn setup() -> Setup {
     let api = ApiServer::new(Cluster::default());
     let client = Client::new(api.clone().router(), "default");
-    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
-    let parent: ConfigMap =
-        serde_json::from_value(json!({"metadata": {"name": "parent"}})).expect("cm");
-    let uid = cms
-        .create(&PostParams::default(), &parent)
-        .await
-        .expect("parent")
-        .uid()
-        .expect("uid");
-    let (config_maps, events) =
-        stores::child_cache::<ConfigMap>(&client, Some("default"), "app=test");
-    tokio::spawn(events.for_each(|_| async {}));
-    config_maps.wait_until_ready().await;
-    let children = Children {
-        deployments: child_store().0,
-        services: child_store().0,
-        config_maps: Some(config_maps),
-        secrets: None,
-        routes: None,
-        claims: None,
-        disruption_budgets: None,
-        autoscalers: None,
-        network_policies: None,
-        expectations: Arc::default(),
-    };
+    let uid = common::create_parent(&client).await;
+    let config_maps = common::synced_cache::<ConfigMap>(&client).await;
+    let children = common::children(child_store().0, child_store().0, Some(config_maps));
     Setup {
         api,
-        cms,
+        cms: Api::default_namespaced(client.clone()),
         children,
         client,
         uid,
@@ -145,13 +128,7 @@ async fn a_child_is_written_once_per_change_even_before_the_cache_shows_it() {
         ["applied ConfigMap child"]
     );
     let stored = s.cms.get("child").await.expect("child");
-    assert_eq!(
-        stored
-            .data
-            .and_then(|d| d.get("config").cloned())
-            .as_deref(),
-        Some("v2")
-    );
+    assert_eq!(config(&stored), Some("v2"));
 }
 
 #[tokio::test]
@@ -164,27 +141,14 @@ async fn a_hand_edit_is_reverted_and_another_managers_label_survives() {
         .patch("child", &PatchParams::default(), &Patch::Merge(&edit))
         .await
         .expect("edit");
-    s.cached("child", |c| {
-        c.data
-            .as_ref()
-            .and_then(|d| d.get("config"))
-            .map(String::as_str)
-            == Some("hacked")
-    })
-    .await;
+    s.cached("child", |c| config(c) == Some("hacked")).await;
     assert_eq!(
         s.converge(s.set("v1")).await.changes,
         ["applied ConfigMap child"],
         "drift is reverted"
     );
     let stored = s.cms.get("child").await.expect("child");
-    assert_eq!(
-        stored
-            .data
-            .and_then(|d| d.get("config").cloned())
-            .as_deref(),
-        Some("v1")
-    );
+    assert_eq!(config(&stored), Some("v1"));
     assert_eq!(
         stored
             .metadata
@@ -196,14 +160,7 @@ async fn a_hand_edit_is_reverted_and_another_managers_label_survives() {
     );
     s.cached("child", |c| c.labels().get("team").is_some())
         .await;
-    s.cached("child", |c| {
-        c.data
-            .as_ref()
-            .and_then(|d| d.get("config"))
-            .map(String::as_str)
-            == Some("v1")
-    })
-    .await;
+    s.cached("child", |c| config(c) == Some("v1")).await;
     assert!(
         s.converge(s.set("v1")).await.changes.is_empty(),
         "a label of another manager is not drift"
@@ -233,13 +190,7 @@ async fn an_object_we_do_not_own_is_reported_and_left_untouched() {
     );
     assert_eq!(writes(&s.api), before, "nothing written");
     let stored = s.cms.get("child").await.expect("child");
-    assert_eq!(
-        stored
-            .data
-            .and_then(|d| d.get("config").cloned())
-            .as_deref(),
-        Some("theirs")
-    );
+    assert_eq!(config(&stored), Some("theirs"));
     assert!(stored.metadata.owner_references.is_none(), "not adopted");
 
     s.cms
@@ -302,20 +253,18 @@ fn agent_core() -> (ApiServer, Client, Core, tokio::sync::watch::Sender<bool>) {
     let args = Args::try_parse_from(["test"]).expect("args").runtime;
     let (runtime, stop) = Runtime::for_tests(client.clone(), id, args);
     runtime.mark_ready_when(Vec::new());
-    let children = Children {
-        deployments: child_store().0,
-        services: child_store().0,
-        config_maps: None,
-        secrets: None,
-        routes: None,
-        claims: None,
-        disruption_budgets: None,
-        autoscalers: None,
-        network_policies: None,
-        expectations: Arc::default(),
-    };
+    let children = common::children(child_store().0, child_store().0, None);
     let core = Core::new(runtime, children, Some("kaos.tools/test"));
     (api, client, core, stop)
+}
+
+/// Writes `status` as a reconcile of the object read back from the server would: with the
+/// digest of the status it holds. True when a write was sent.
+async fn write_over_stored(core: &Core, stored: &Agent, status: &AgentStatus) -> bool {
+    let digest = stored.status.as_ref().map(status_digest);
+    core.write_status(stored, digest, status, None)
+        .await
+        .expect("status")
 }
 
 #[tokio::test]
@@ -351,33 +300,14 @@ async fn status_is_written_once_per_change_and_dropped_fields_go() {
     );
     let stored = agents.get("a").await.expect("get");
     assert_eq!(stored.status.as_ref(), Some(&with_endpoint));
-    assert!(
-        !core
-            .write_status(
-                &stored,
-                stored.status.as_ref().map(status_digest),
-                &with_endpoint,
-                None
-            )
-            .await
-            .expect("status")
-    );
+    assert!(!write_over_stored(&core, &stored, &with_endpoint).await);
     assert_eq!(writes(&api), before);
 
     let without = AgentStatus {
         ready: false,
         ..Default::default()
     };
-    assert!(
-        core.write_status(
-            &stored,
-            stored.status.as_ref().map(status_digest),
-            &without,
-            None
-        )
-        .await
-        .expect("status")
-    );
+    assert!(write_over_stored(&core, &stored, &without).await);
     let stored = agents.get("a").await.expect("get").status.expect("status");
     assert_eq!(
         stored.endpoint, None,

@@ -3,21 +3,20 @@
 //! another manager's field costs one read and survives; a restarted process reads each child
 //! once and writes nothing.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::core::v1::Service;
 use kaos_testkit::{ApiServer, Cluster};
 use kaos_workload::child_store::ChildStore;
 use kaos_workload::converge::{Child, ChildSet, Children, Parent};
 use kaos_workload::deployment_view::DeploymentView;
 use kaos_workload::meta_view::MetaView;
-use kaos_workload::stores;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
+
+mod common;
 
 const MANAGER: &str = "kaos-test-controller";
 
@@ -34,22 +33,9 @@ struct Setup {
 async fn setup() -> Setup {
     let api = ApiServer::new(Cluster::default());
     let client = Client::new(api.clone().router(), "default");
-    let parent: ConfigMap =
-        serde_json::from_value(json!({"metadata": {"name": "parent"}})).expect("cm");
-    let uid = Api::<ConfigMap>::default_namespaced(client.clone())
-        .create(&PostParams::default(), &parent)
-        .await
-        .expect("parent")
-        .uid()
-        .expect("uid");
-    let (deployment_cache, events) =
-        stores::child_cache::<DeploymentView>(&client, Some("default"), "app=test");
-    tokio::spawn(events.for_each(|_| async {}));
-    let (service_cache, events) =
-        stores::child_cache::<MetaView<Service>>(&client, Some("default"), "app=test");
-    tokio::spawn(events.for_each(|_| async {}));
-    deployment_cache.wait_until_ready().await;
-    service_cache.wait_until_ready().await;
+    let uid = common::create_parent(&client).await;
+    let deployment_cache = common::synced_cache::<DeploymentView>(&client).await;
+    let service_cache = common::synced_cache::<MetaView<Service>>(&client).await;
     Setup {
         deployments: Api::default_namespaced(client.clone()),
         services: Api::default_namespaced(client.clone()),
@@ -65,18 +51,11 @@ impl Setup {
     /// The children of one process: a new call is a restarted process (same caches, nothing
     /// remembered).
     fn process(&self) -> Children {
-        Children {
-            deployments: self.deployment_cache.clone(),
-            services: self.service_cache.clone(),
-            config_maps: None,
-            secrets: None,
-            routes: None,
-            claims: None,
-            disruption_budgets: None,
-            autoscalers: None,
-            network_policies: None,
-            expectations: Arc::default(),
-        }
+        common::children(
+            self.deployment_cache.clone(),
+            self.service_cache.clone(),
+            None,
+        )
     }
 
     fn metadata(&self) -> Value {

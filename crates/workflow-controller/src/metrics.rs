@@ -3,10 +3,10 @@
 //! run would grow without bound.
 
 use kaos_api::workflow::{RunPhase, StepPhase};
-use kaos_runtime::metrics::Metrics;
+use kaos_runtime::metrics::{Buckets, Metrics, starting_at_zero};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::{Family, MetricConstructor};
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 
 /// Step durations, from a second to a day (a step's longest timeout).
@@ -29,22 +29,13 @@ pub struct OutcomeLabels {
     pub outcome: String,
 }
 
-#[derive(Clone, Debug)]
-struct StepHistogram;
-
-impl MetricConstructor<Histogram> for StepHistogram {
-    fn new_metric(&self) -> Histogram {
-        Histogram::new(STEP_DURATION_BUCKETS.iter().copied())
-    }
-}
-
 /// `kaos_workflow_runs_total`, `kaos_workflow_steps_total` and
 /// `kaos_workflow_step_duration_seconds`.
 #[derive(Clone, Debug)]
 pub struct WorkflowMetrics {
     runs: Family<OutcomeLabels, Counter>,
     steps: Family<OutcomeLabels, Counter>,
-    step_duration: Family<OutcomeLabels, Histogram, StepHistogram>,
+    step_duration: Family<OutcomeLabels, Histogram, Buckets>,
 }
 
 impl WorkflowMetrics {
@@ -53,35 +44,23 @@ impl WorkflowMetrics {
         let families = Self {
             runs: Family::default(),
             steps: Family::default(),
-            step_duration: Family::new_with_constructor(StepHistogram),
+            step_duration: Family::new_with_constructor(Buckets(STEP_DURATION_BUCKETS)),
         };
-        for outcome in RUN_OUTCOMES {
-            drop(families.runs.get_or_create(&label(outcome.as_str())));
-        }
-        for outcome in STEP_OUTCOMES {
-            drop(families.steps.get_or_create(&label(outcome.as_str())));
-        }
-        for outcome in [StepPhase::Succeeded, StepPhase::Failed] {
-            drop(
-                families
-                    .step_duration
-                    .get_or_create(&label(outcome.as_str())),
-            );
-        }
         metrics.register(
             "kaos_workflow_runs",
             "AgentWorkflowRuns finished, by outcome (Succeeded, Failed, Canceled)",
-            families.runs.clone(),
+            starting_at_zero(&families.runs, RUN_OUTCOMES.map(|o| label(o.as_str()))),
         );
         metrics.register(
             "kaos_workflow_steps",
             "Steps of AgentWorkflowRuns finished, by outcome (Succeeded, Failed, Skipped, Canceled)",
-            families.steps.clone(),
+            starting_at_zero(&families.steps, STEP_OUTCOMES.map(|o| label(o.as_str()))),
         );
+        let timed = [StepPhase::Succeeded, StepPhase::Failed];
         metrics.register(
             "kaos_workflow_step_duration_seconds",
             "How long the steps that ran took, from their first send to their end, by outcome",
-            families.step_duration.clone(),
+            starting_at_zero(&families.step_duration, timed.map(|o| label(o.as_str()))),
         );
         families
     }

@@ -85,15 +85,33 @@ fn external_egress() -> serde_json::Value {
     })
 }
 
-fn metadata(kind: &str, name: &str, app: &str) -> serde_json::Value {
+/// The whole policy of the workload of `kind` `name` (as [`workload`] makes it): it admits
+/// `ingress` (one rule: `from` and `ports`) and reaches `egress`, denying the rest.
+fn expected_policy(
+    kind: &str,
+    name: &str,
+    ingress: serde_json::Value,
+    egress: serde_json::Value,
+) -> serde_json::Value {
+    let app = kind.to_lowercase();
     json!({
-        "name": format!("{app}-{name}"),
-        "namespace": "team",
-        "labels": {"app": app, app: name},
-        "ownerReferences": [{
-            "apiVersion": "kaos.tools/v1alpha1", "kind": kind, "name": name, "uid": format!("uid-{name}"),
-            "controller": true, "blockOwnerDeletion": true
-        }]
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": format!("{app}-{name}"),
+            "namespace": "team",
+            "labels": {"app": app, &app: name},
+            "ownerReferences": [{
+                "apiVersion": "kaos.tools/v1alpha1", "kind": kind, "name": name, "uid": format!("uid-{name}"),
+                "controller": true, "blockOwnerDeletion": true
+            }]
+        },
+        "spec": {
+            "podSelector": {"matchLabels": {"app": app, &app: name}},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [ingress],
+            "egress": egress
+        }
     })
 }
 
@@ -125,41 +143,36 @@ fn agent_policy_admits_its_listers_and_reaches_its_dependencies() {
     let [gateway, scraper] = ingress_from_gateway_and_scraper();
     assert_eq!(
         to_json(&policy),
-        json!({
-            "apiVersion": "networking.k8s.io/v1",
-            "kind": "NetworkPolicy",
-            "metadata": metadata("Agent", "coordinator", "agent"),
-            "spec": {
-                "podSelector": {"matchLabels": {"app": "agent", "agent": "coordinator"}},
-                "policyTypes": ["Ingress", "Egress"],
-                "ingress": [{
-                    "from": [
-                        {"podSelector": {"matchLabels": {"app": "agent", "agent": "boss"}}},
-                        {"podSelector": {"matchLabels": {"app": "agent", "agent": "w1"}}},
-                        gateway,
-                        scraper,
+        expected_policy(
+            "Agent",
+            "coordinator",
+            json!({
+                "from": [
+                    {"podSelector": {"matchLabels": {"app": "agent", "agent": "boss"}}},
+                    {"podSelector": {"matchLabels": {"app": "agent", "agent": "w1"}}},
+                    gateway,
+                    scraper,
+                ],
+                "ports": [{"port": 8000, "protocol": "TCP"}]
+            }),
+            json!([
+                dns_egress(),
+                {"to": [{"podSelector": {"matchLabels": {"app": "memorystore", "memorystore": "mem"}}}]},
+                {
+                    "to": [
+                        {"podSelector": {"matchLabels": {"agent": "w1", "app": "agent"}}},
+                        {"podSelector": {"matchLabels": {"agent": "w2", "app": "agent"}}},
+                        {"podSelector": {"matchLabels": {"app": "mcpserver", "mcpserver": "files"}}},
+                        {"podSelector": {"matchLabels": {"app": "mcpserver", "mcpserver": "web"}}},
                     ],
                     "ports": [{"port": 8000, "protocol": "TCP"}]
-                }],
-                "egress": [
-                    dns_egress(),
-                    {"to": [{"podSelector": {"matchLabels": {"app": "memorystore", "memorystore": "mem"}}}]},
-                    {
-                        "to": [
-                            {"podSelector": {"matchLabels": {"agent": "w1", "app": "agent"}}},
-                            {"podSelector": {"matchLabels": {"agent": "w2", "app": "agent"}}},
-                            {"podSelector": {"matchLabels": {"app": "mcpserver", "mcpserver": "files"}}},
-                            {"podSelector": {"matchLabels": {"app": "mcpserver", "mcpserver": "web"}}},
-                        ],
-                        "ports": [{"port": 8000, "protocol": "TCP"}]
-                    },
-                    {
-                        "to": [{"podSelector": {"matchLabels": {"app": "modelapi", "modelapi": "llm"}}}],
-                        "ports": [{"port": 11434, "protocol": "TCP"}]
-                    },
-                ]
-            }
-        })
+                },
+                {
+                    "to": [{"podSelector": {"matchLabels": {"app": "modelapi", "modelapi": "llm"}}}],
+                    "ports": [{"port": 11434, "protocol": "TCP"}]
+                },
+            ])
+        )
     );
 }
 
@@ -212,26 +225,21 @@ fn agent_policy_admits_the_workflow_controller_when_configured() {
     let [gateway, scraper] = ingress_from_gateway_and_scraper();
     assert_eq!(
         to_json(&policy),
-        json!({
-            "apiVersion": "networking.k8s.io/v1",
-            "kind": "NetworkPolicy",
-            "metadata": metadata("Agent", "a", "agent"),
-            "spec": {
-                "podSelector": {"matchLabels": {"app": "agent", "agent": "a"}},
-                "policyTypes": ["Ingress", "Egress"],
-                "ingress": [{
-                    // After the gateway and the scraper.
-                    "from": [
-                        {"podSelector": {"matchLabels": {"app": "agent", "agent": "c"}}},
-                        gateway,
-                        scraper,
-                        workflow_ingress(json!({"matchLabels": {"kubernetes.io/metadata.name": "kaos-system"}})),
-                    ],
-                    "ports": [{"port": 8000, "protocol": "TCP"}]
-                }],
-                "egress": [dns_egress()]
-            }
-        })
+        expected_policy(
+            "Agent",
+            "a",
+            json!({
+                // After the gateway and the scraper.
+                "from": [
+                    {"podSelector": {"matchLabels": {"app": "agent", "agent": "c"}}},
+                    gateway,
+                    scraper,
+                    workflow_ingress(json!({"matchLabels": {"kubernetes.io/metadata.name": "kaos-system"}})),
+                ],
+                "ports": [{"port": 8000, "protocol": "TCP"}]
+            }),
+            json!([dns_egress()])
+        )
     );
     // Without namespace labels: those pods in every namespace.
     let anywhere = agent_policy(
@@ -305,25 +313,20 @@ fn model_api_policy_admits_agents_and_stores_and_reaches_the_provider() {
     external["ports"] = json!([{"port": 443, "protocol": "TCP"}]);
     assert_eq!(
         to_json(&policy),
-        json!({
-            "apiVersion": "networking.k8s.io/v1",
-            "kind": "NetworkPolicy",
-            "metadata": metadata("ModelAPI", "ollama", "modelapi"),
-            "spec": {
-                "podSelector": {"matchLabels": {"app": "modelapi", "modelapi": "ollama"}},
-                "policyTypes": ["Ingress", "Egress"],
-                "ingress": [{
-                    "from": [
-                        {"podSelector": {"matchLabels": {"app": "agent"}}},
-                        {"podSelector": {"matchLabels": {"app": "memorystore"}}},
-                        gateway,
-                        scraper,
-                    ],
-                    "ports": [{"port": 11434, "protocol": "TCP"}]
-                }],
-                "egress": [dns_egress(), external]
-            }
-        })
+        expected_policy(
+            "ModelAPI",
+            "ollama",
+            json!({
+                "from": [
+                    {"podSelector": {"matchLabels": {"app": "agent"}}},
+                    {"podSelector": {"matchLabels": {"app": "memorystore"}}},
+                    gateway,
+                    scraper,
+                ],
+                "ports": [{"port": 11434, "protocol": "TCP"}]
+            }),
+            json!([dns_egress(), external])
+        )
     );
 }
 
@@ -335,26 +338,21 @@ fn mcp_server_policy_follows_its_runtime() {
     let [gateway, scraper] = ingress_from_gateway_and_scraper();
     assert_eq!(
         to_json(&policy),
-        json!({
-            "apiVersion": "networking.k8s.io/v1",
-            "kind": "NetworkPolicy",
-            "metadata": metadata("MCPServer", "k8s", "mcpserver"),
-            "spec": {
-                "podSelector": {"matchLabels": {"app": "mcpserver", "mcpserver": "k8s"}},
-                "policyTypes": ["Ingress", "Egress"],
-                "ingress": [{
-                    "from": [{"podSelector": {"matchLabels": {"app": "agent"}}}, gateway, scraper],
-                    "ports": [{"port": 8000, "protocol": "TCP"}, {"port": 9090, "protocol": "TCP"}]
-                }],
-                "egress": [
-                    dns_egress(),
-                    {
-                        "to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}],
-                        "ports": [{"port": 443, "protocol": "TCP"}, {"port": 6443, "protocol": "TCP"}]
-                    }
-                ]
-            }
-        })
+        expected_policy(
+            "MCPServer",
+            "k8s",
+            json!({
+                "from": [{"podSelector": {"matchLabels": {"app": "agent"}}}, gateway, scraper],
+                "ports": [{"port": 8000, "protocol": "TCP"}, {"port": 9090, "protocol": "TCP"}]
+            }),
+            json!([
+                dns_egress(),
+                {
+                    "to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}],
+                    "ports": [{"port": 443, "protocol": "TCP"}, {"port": 6443, "protocol": "TCP"}]
+                }
+            ])
+        )
     );
     // The `*` entry: external; a runtime mapped to nothing: DNS only.
     let slack = to_json(&mcp_server_policy(&server, &[], "slack", &args));
@@ -396,38 +394,33 @@ fn memory_store_policy_reaches_its_models_and_database() {
     let [gateway, scraper] = ingress_from_gateway_and_scraper();
     assert_eq!(
         to_json(&policy),
-        json!({
-            "apiVersion": "networking.k8s.io/v1",
-            "kind": "NetworkPolicy",
-            "metadata": metadata("MemoryStore", "pg", "memorystore"),
-            "spec": {
-                "podSelector": {"matchLabels": {"app": "memorystore", "memorystore": "pg"}},
-                "policyTypes": ["Ingress", "Egress"],
-                "ingress": [{
-                    "from": [{"podSelector": {"matchLabels": {"app": "agent"}}}, gateway, scraper],
-                    "ports": [{"port": 8080, "protocol": "TCP"}]
-                }],
-                "egress": [
-                    dns_egress(),
-                    {
-                        "to": [{"podSelector": {"matchLabels": {"app": "modelapi", "modelapi": "llm"}}}],
-                        "ports": [{"port": 8000, "protocol": "TCP"}]
-                    },
-                    {
-                        "to": [{"podSelector": {"matchLabels": {"app": "modelapi", "modelapi": "embed"}}}],
-                        "ports": [{"port": 11434, "protocol": "TCP"}]
-                    },
-                    {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [{"port": 5432, "protocol": "TCP"}]},
-                    {
-                        "to": [{
-                            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}},
-                            "podSelector": {"matchLabels": {"app": "otel-collector"}}
-                        }],
-                        "ports": [{"port": 4317, "protocol": "TCP"}]
-                    }
-                ]
-            }
-        })
+        expected_policy(
+            "MemoryStore",
+            "pg",
+            json!({
+                "from": [{"podSelector": {"matchLabels": {"app": "agent"}}}, gateway, scraper],
+                "ports": [{"port": 8080, "protocol": "TCP"}]
+            }),
+            json!([
+                dns_egress(),
+                {
+                    "to": [{"podSelector": {"matchLabels": {"app": "modelapi", "modelapi": "llm"}}}],
+                    "ports": [{"port": 8000, "protocol": "TCP"}]
+                },
+                {
+                    "to": [{"podSelector": {"matchLabels": {"app": "modelapi", "modelapi": "embed"}}}],
+                    "ports": [{"port": 11434, "protocol": "TCP"}]
+                },
+                {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [{"port": 5432, "protocol": "TCP"}]},
+                {
+                    "to": [{
+                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}},
+                        "podSelector": {"matchLabels": {"app": "otel-collector"}}
+                    }],
+                    "ports": [{"port": 4317, "protocol": "TCP"}]
+                }
+            ])
+        )
     );
     // Local storage: no database.
     let local = to_json(&memory_store_policy(

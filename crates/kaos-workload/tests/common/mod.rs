@@ -1,0 +1,55 @@
+//! What the converge tests share: the parent that owns the children, synced caches of the
+//! children, and the children of one process.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use kaos_workload::child_store::ChildStore;
+use kaos_workload::converge::Children;
+use kaos_workload::deployment_view::DeploymentView;
+use kaos_workload::meta_view::MetaView;
+use kaos_workload::stores::{self, Watched};
+use kube::api::PostParams;
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+
+/// Creates the ConfigMap `parent` in `default`, the owner of every child; returns its uid.
+pub async fn create_parent(client: &Client) -> String {
+    let parent: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "parent"}})).expect("cm");
+    Api::<ConfigMap>::default_namespaced(client.clone())
+        .create(&PostParams::default(), &parent)
+        .await
+        .expect("parent")
+        .uid()
+        .expect("uid")
+}
+
+/// A cache of the children (`app=test` in `default`), driven in the background, once synced.
+pub async fn synced_cache<K: Watched>(client: &Client) -> ChildStore<K> {
+    let (cache, events) = stores::child_cache::<K>(client, Some("default"), "app=test");
+    tokio::spawn(events.for_each(|_| async {}));
+    cache.wait_until_ready().await;
+    cache
+}
+
+/// The children of one process: these caches and no other kind, remembering no earlier write.
+pub fn children(
+    deployments: ChildStore<DeploymentView>,
+    services: ChildStore<MetaView<Service>>,
+    config_maps: Option<ChildStore<ConfigMap>>,
+) -> Children {
+    Children {
+        deployments,
+        services,
+        config_maps,
+        secrets: None,
+        routes: None,
+        claims: None,
+        disruption_budgets: None,
+        autoscalers: None,
+        network_policies: None,
+        expectations: Arc::default(),
+    }
+}
