@@ -25,7 +25,7 @@ use tokio::sync::mpsc;
 
 use crate::cached::CachedAgent;
 use crate::naming::CHILD_SELECTOR;
-use crate::reconcile::{Context, FINALIZER, error_policy, phase_of, reconcile};
+use crate::reconcile::{Context, FINALIZER, phase_of};
 use crate::relations::{
     self, MCP_SERVER, MCP_SERVER_AWAITED, MEMORY_STORE, MODEL_API, MODEL_API_AWAITED, PEER,
 };
@@ -96,7 +96,7 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
             ))
             .reconcile_on(receive(peer_rx))
             .reconcile_on(rechecks);
-        controllers.add(wiring, reconcile, error_policy, context, phase_of);
+        controllers.add(wiring, context, phase_of);
     }
     controllers.run().await
 }

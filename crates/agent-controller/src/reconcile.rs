@@ -9,7 +9,7 @@ use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::error::ReconcileError;
 use kaos_workload::identity::{SharedSecurityIds, conflict_of};
 use kaos_workload::index::RelationIndex;
-use kaos_workload::reconciler::Core;
+use kaos_workload::reconciler::{Core, Reconciles};
 use kaos_workload::stores::cached;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
@@ -39,119 +39,115 @@ pub struct Context {
     pub index: Arc<Mutex<RelationIndex>>,
 }
 
-pub async fn reconcile(
-    agent: Arc<CachedAgent>,
-    ctx: Arc<Context>,
-) -> Result<Action, ReconcileError> {
-    ctx.core.reconcile(agent, |agent| apply(agent, &ctx)).await
-}
+impl Reconciles<CachedAgent> for Context {
+    fn core(&self) -> &Core {
+        &self.core
+    }
 
-pub fn error_policy(agent: Arc<CachedAgent>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
-    ctx.core.retry_after_error(agent.as_ref(), error)
-}
-
-async fn apply(object: Arc<CachedAgent>, ctx: &Context) -> Result<Action, ReconcileError> {
-    let agent = object.to_agent();
-    let name = agent.name_any();
-    let namespace = agent.namespace().unwrap_or_default();
-    let model_api = cached(&ctx.model_apis, &namespace, &agent.spec.model_api);
-    let servers: Vec<_> = agent
-        .spec
-        .mcp_servers
-        .iter()
-        .map(|s| (s.as_str(), cached(&ctx.mcp_servers, &namespace, s)))
-        .collect();
-    let peers: Vec<_> = agent
-        .spec
-        .peers()
-        .iter()
-        .map(|p| (p.as_str(), cached(&ctx.agents, &namespace, p)))
-        .collect();
-    let deployment = ctx
-        .core
-        .children
-        .deployment(&namespace, &naming::deployment_name(&name));
-    let memory_store = agent
-        .spec
-        .config
-        .as_ref()
-        .and_then(|c| c.memory.as_ref())
-        .and_then(|m| m.bound_store())
-        .and_then(|store| cached(&ctx.memory_stores, &namespace, store));
-    // A claimed `security.id` comes first, as in KAOS: the agent does nothing else.
-    let resolved = match conflict_of(&ctx.ids, object.as_ref()) {
-        Some((reason, message)) => Err(Blocked {
-            waiting: false,
-            reason,
-            message,
-        }),
-        None => resolve(
-            &agent,
-            model_api.as_deref(),
-            |s| find(&servers, s),
-            |p| find(&peers, p).and_then(CachedAgent::advertised_endpoint),
-        )
-        .and_then(|mut resolved| {
-            resolved.memory = bind_memory(&agent, memory_store.as_deref(), deployment.is_none())?;
-            Ok(resolved)
-        }),
-    };
-    let built = resolved.map(|r| build(&agent, &r, &ctx.settings));
-    let converged = match &built {
-        Ok(Ok(desired)) => {
-            let policy = {
-                let listers = ctx
-                    .index
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .dependents(PEER, &namespace, &name);
-                let cached = network::Cached {
-                    model_api: model_api.as_deref(),
-                    mcp_server: &|s| find(&servers, s),
-                    memory_store: memory_store.as_deref(),
+    async fn apply(&self, object: Arc<CachedAgent>) -> Result<Action, ReconcileError> {
+        let agent = object.to_agent();
+        let name = agent.name_any();
+        let namespace = agent.namespace().unwrap_or_default();
+        let model_api = cached(&self.model_apis, &namespace, &agent.spec.model_api);
+        let servers: Vec<_> = agent
+            .spec
+            .mcp_servers
+            .iter()
+            .map(|s| (s.as_str(), cached(&self.mcp_servers, &namespace, s)))
+            .collect();
+        let peers: Vec<_> = agent
+            .spec
+            .peers()
+            .iter()
+            .map(|p| (p.as_str(), cached(&self.agents, &namespace, p)))
+            .collect();
+        let deployment = self
+            .core
+            .children
+            .deployment(&namespace, &naming::deployment_name(&name));
+        let memory_store = agent
+            .spec
+            .config
+            .as_ref()
+            .and_then(|c| c.memory.as_ref())
+            .and_then(|m| m.bound_store())
+            .and_then(|store| cached(&self.memory_stores, &namespace, store));
+        // A claimed `security.id` comes first, as in KAOS: the agent does nothing else.
+        let resolved = match conflict_of(&self.ids, object.as_ref()) {
+            Some((reason, message)) => Err(Blocked {
+                waiting: false,
+                reason,
+                message,
+            }),
+            None => resolve(
+                &agent,
+                model_api.as_deref(),
+                |s| find(&servers, s),
+                |p| find(&peers, p).and_then(CachedAgent::advertised_endpoint),
+            )
+            .and_then(|mut resolved| {
+                resolved.memory =
+                    bind_memory(&agent, memory_store.as_deref(), deployment.is_none())?;
+                Ok(resolved)
+            }),
+        };
+        let built = resolved.map(|r| build(&agent, &r, &self.settings));
+        let converged = match &built {
+            Ok(Ok(desired)) => {
+                let policy = {
+                    let listers = self
+                        .index
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .dependents(PEER, &namespace, &name);
+                    let cached = network::Cached {
+                        model_api: model_api.as_deref(),
+                        mcp_server: &|s| find(&servers, s),
+                        memory_store: memory_store.as_deref(),
+                    };
+                    network::policy(
+                        &agent,
+                        &listers,
+                        &cached,
+                        &self.settings.data_plane.network_policy,
+                    )
                 };
-                network::policy(
-                    &agent,
-                    &listers,
-                    &cached,
-                    &ctx.settings.data_plane.network_policy,
-                )
-            };
-            let children = desired.children.clone().fenced(policy);
-            ctx.core
-                .converge(object.as_ref(), children.into_set())
-                .await?
-        }
-        _ => Default::default(),
-    };
-    let outcome = match &built {
-        Err(blocked) => Outcome::Blocked(blocked),
-        Ok(Err(invalid)) => Outcome::Invalid(invalid),
-        Ok(Ok(desired)) => Outcome::Built(desired, converged.problem()),
-    };
-    // Read again: the converge may have created or changed it.
-    let deployment = ctx
-        .core
-        .children
-        .deployment(&namespace, &naming::deployment_name(&name));
-    let desired_status = status(
-        &agent,
-        outcome,
-        deployment.as_deref(),
-        kaos_workload::conditions::now(),
-    );
-    let problem = (desired_status.phase == Some(AgentPhase::Failed))
-        .then(|| ready_reason(&desired_status))
-        .flatten();
-    ctx.core
-        .finish(
-            object.as_ref(),
-            object.status_digest(),
-            &desired_status,
-            problem,
-            &converged,
-        )
-        .await
+                let children = desired.children.clone().fenced(policy);
+                self.core
+                    .converge(object.as_ref(), children.into_set())
+                    .await?
+            }
+            _ => Default::default(),
+        };
+        let outcome = match &built {
+            Err(blocked) => Outcome::Blocked(blocked),
+            Ok(Err(invalid)) => Outcome::Invalid(invalid),
+            Ok(Ok(desired)) => Outcome::Built(desired, converged.problem()),
+        };
+        // Read again: the converge may have created or changed it.
+        let deployment = self
+            .core
+            .children
+            .deployment(&namespace, &naming::deployment_name(&name));
+        let desired_status = status(
+            &agent,
+            outcome,
+            deployment.as_deref(),
+            kaos_workload::conditions::now(),
+        );
+        let problem = (desired_status.phase == Some(AgentPhase::Failed))
+            .then(|| ready_reason(&desired_status))
+            .flatten();
+        self.core
+            .finish(
+                object.as_ref(),
+                object.status_digest(),
+                &desired_status,
+                problem,
+                &converged,
+            )
+            .await
+    }
 }
 
 fn find<'a, T>(list: &'a [(&str, Option<Arc<T>>)], name: &str) -> Option<&'a T> {

@@ -66,7 +66,7 @@ pub fn awaited_model_api_view(m: &ModelAPI) -> ModelApiView {
 pub type McpServerView = (bool, Option<String>);
 
 pub fn mcp_server_view(s: &MCPServer) -> McpServerView {
-    let status = s.status.clone().unwrap_or_default();
+    let status = s.status.clone().unwrap_or_default().workload;
     (status.ready, status.endpoint)
 }
 

@@ -108,7 +108,7 @@ pub fn resolve<'a>(
                 ),
             ));
         };
-        let status = server.status.clone().unwrap_or_default();
+        let status = server.status.clone().unwrap_or_default().workload;
         if wait && !status.ready {
             return Err(Blocked::waiting(
                 "MCPServerNotReady",

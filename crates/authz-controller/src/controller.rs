@@ -19,7 +19,7 @@ use kaos_runtime::error::ReconcileError;
 use kaos_workload::converge::Converged;
 use kaos_workload::index::{Relation, RelationIndex};
 use kaos_workload::meta_view::MetaView;
-use kaos_workload::reconciler::{Core, Primary, status_digest};
+use kaos_workload::reconciler::{Core, Primary, Reconciles, status_digest};
 use kaos_workload::references::{self, Reference, Source};
 use kaos_workload::stores::{self, Events, cached};
 use kaos_workload::triggers::{ChangeTracker, dependents_of, receive};
@@ -131,20 +131,8 @@ pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
                 grant_index,
             ));
         let services = services.reconcile_on(to_services);
-        controllers.add(
-            grants,
-            reconcile_grant,
-            grant_error_policy,
-            context.clone(),
-            grant_phase,
-        );
-        controllers.add(
-            services,
-            reconcile_service,
-            service_error_policy,
-            context,
-            service_phase,
-        );
+        controllers.add(grants, context.clone(), grant_phase);
+        controllers.add(services, context, service_phase);
     }
     controllers.run().await
 }
@@ -215,15 +203,24 @@ fn agent_dependents(
     (receive(grant_rx), receive(service_rx))
 }
 
-pub async fn reconcile_grant(
-    g: Arc<AccessGrant>,
-    ctx: Arc<Context>,
-) -> Result<Action, ReconcileError> {
-    ctx.grants.reconcile(g, |g| apply_grant(g, &ctx)).await
+impl Reconciles<AccessGrant> for Context {
+    fn core(&self) -> &Core {
+        &self.grants
+    }
+
+    async fn apply(&self, grant: Arc<AccessGrant>) -> Result<Action, ReconcileError> {
+        apply_grant(grant, self).await
+    }
 }
 
-fn grant_error_policy(g: Arc<AccessGrant>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
-    ctx.grants.retry_after_error(g.as_ref(), error)
+impl Reconciles<ThirdPartyService> for Context {
+    fn core(&self) -> &Core {
+        &self.services
+    }
+
+    async fn apply(&self, service: Arc<ThirdPartyService>) -> Result<Action, ReconcileError> {
+        apply_service(service, self).await
+    }
 }
 
 async fn apply_grant(g: Arc<AccessGrant>, ctx: &Context) -> Result<Action, ReconcileError> {
@@ -256,21 +253,6 @@ async fn apply_grant(g: Arc<AccessGrant>, ctx: &Context) -> Result<Action, Recon
             &Converged::default(),
         )
         .await
-}
-
-pub async fn reconcile_service(
-    s: Arc<ThirdPartyService>,
-    ctx: Arc<Context>,
-) -> Result<Action, ReconcileError> {
-    ctx.services.reconcile(s, |s| apply_service(s, &ctx)).await
-}
-
-fn service_error_policy(
-    s: Arc<ThirdPartyService>,
-    error: &ReconcileError,
-    ctx: Arc<Context>,
-) -> Action {
-    ctx.services.retry_after_error(s.as_ref(), error)
 }
 
 async fn apply_service(s: Arc<ThirdPartyService>, ctx: &Context) -> Result<Action, ReconcileError> {

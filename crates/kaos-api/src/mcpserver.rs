@@ -5,10 +5,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{
-    Conditions, DNS_LABEL, DNS_SUBDOMAIN, MAX_ENV_TEXT, Phase, ScaleStatus, Telemetry,
-    condition_list_schema,
-};
+use crate::common::{DNS_LABEL, DNS_SUBDOMAIN, MAX_ENV_TEXT, Telemetry, WorkloadStatus};
 use crate::scaling::WorkloadScaling;
 use crate::workload::{WorkloadSpec, describe_workload_fields};
 
@@ -90,31 +87,21 @@ fn describe_mcpserver_fields(schema: &mut schemars::Schema) {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MCPServerStatus {
-    /// The lifecycle phase; `Failed` says what to fix in `message` and the `Ready` condition.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<Phase>,
-    /// True when the Deployment has at least one ready replica.
-    #[serde(default)]
-    pub ready: bool,
-    /// Base URL of the server's Service, `http://<service>.<namespace>.svc.cluster.local:<port>`
-    /// (no path).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub endpoint: Option<String>,
-    /// A human-readable summary of the phase, e.g. `Deployment ready replicas: 1/1`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    /// `deployment`, `replicas`, `desiredReplicas` and `selector`.
+    /// `phase`, `ready`, `endpoint`, `message`, the Deployment's scale, `observedGeneration`
+    /// and `conditions`, as every workload kind reports them.
     #[serde(flatten)]
-    pub scale: ScaleStatus,
+    pub workload: WorkloadStatus,
     /// Tool names the server offers. Always empty for now: listing them needs an MCP handshake
     /// with the running server, which the controller does not do yet.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub available_tools: Vec<String>,
-    /// The `metadata.generation` this status describes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-    /// `Ready` and kind-specific conditions, with machine-readable reasons.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(transform = condition_list_schema)]
-    pub conditions: Conditions,
+}
+
+/// An MCPServer's status reads as a workload's (`status.ready`, `status.endpoint`, …).
+impl std::ops::Deref for MCPServerStatus {
+    type Target = WorkloadStatus;
+
+    fn deref(&self) -> &WorkloadStatus {
+        &self.workload
+    }
 }

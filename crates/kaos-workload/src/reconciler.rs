@@ -48,6 +48,23 @@ pub trait Primary: Watched + Resource<DynamicType = ()> {}
 
 impl<K: Watched + Resource<DynamicType = ()>> Primary for K {}
 
+/// A controller's context for kind `K`: the [`Core`] its objects are reconciled on, and the
+/// reconcile of one object once the core has taken its turn (the finalizer added, a deletion
+/// handled). [`crate::wiring::Controllers::add`] runs it with [`Core::reconcile`] and
+/// [`Core::retry_after_error`] as the error policy.
+pub trait Reconciles<K: Primary>: Send + Sync + 'static {
+    fn core(&self) -> &Core;
+
+    fn apply(&self, object: Arc<K>) -> impl Future<Output = Result<Action, ReconcileError>> + Send;
+
+    /// What to do for an object being deleted before the core releases its finalizer (by
+    /// default nothing: its children go by garbage collection).
+    fn finalize(&self, object: &K) -> impl Future<Output = ()> + Send {
+        let _ = object;
+        std::future::ready(())
+    }
+}
+
 /// What every reconcile of one controller shares.
 #[derive(Clone)]
 pub struct Core {

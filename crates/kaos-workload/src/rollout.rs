@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::build_error::BuildError;
 use crate::deployment_view::DeploymentView;
-use kaos_api::common::{DeploymentStatus, Phase, ScaleStatus};
+use kaos_api::common::{DeploymentStatus, Phase, ScaleStatus, WorkloadStatus};
 
 /// The state of an owned Deployment as the custom resource reports it.
 #[derive(Clone, Debug, PartialEq)]
@@ -138,6 +138,49 @@ pub fn set_ready_condition(
         message: summary.message.clone(),
     };
     crate::conditions::set_condition(conditions, ready, generation, now);
+}
+
+/// What a workload kind's status (a ModelAPI's, an MCPServer's, a MemoryStore's) says once
+/// a reconcile got as far as `summary`: its phase, readiness, message and `Ready` condition
+/// (beside the other conditions of `previous`), its `endpoint`, and the `rollout` of the
+/// Deployment running the pods labelled `labels`.
+pub struct WorkloadReport<'a> {
+    pub previous: &'a WorkloadStatus,
+    pub summary: Summary,
+    pub endpoint: Option<String>,
+    pub rollout: Rollout,
+    pub labels: &'a BTreeMap<String, String>,
+    pub generation: Option<i64>,
+    pub now: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+}
+
+impl WorkloadReport<'_> {
+    pub fn status(self) -> WorkloadStatus {
+        let mut conditions = self.previous.conditions.clone();
+        set_ready_condition(&mut conditions, &self.summary, self.generation, self.now);
+        WorkloadStatus {
+            phase: Some(self.summary.phase),
+            ready: self.summary.phase == Phase::Ready,
+            endpoint: self.endpoint,
+            message: Some(self.summary.message),
+            scale: self.rollout.into_scale_status(self.labels),
+            observed_generation: self.generation,
+            conditions,
+        }
+    }
+}
+
+/// The endpoint a workload reports: the one it was built with, or, when its spec cannot be
+/// built (what runs is left as it was), the one it reported before.
+pub fn built_endpoint<D>(
+    built: &Result<D, BuildError>,
+    endpoint_of: impl FnOnce(&D) -> String,
+    previous: &WorkloadStatus,
+) -> Option<String> {
+    match built {
+        Ok(desired) => Some(endpoint_of(desired)),
+        Err(_) => previous.endpoint.clone(),
+    }
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kaos_runtime::Runtime;
 use kaos_runtime::error::ReconcileError;
-use kube::runtime::controller::{self, Action};
+use kube::runtime::controller;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, watcher};
 use kube::{Resource, ResourceExt};
@@ -30,7 +30,7 @@ use crate::deployment_view::DeploymentView;
 use crate::expectations::Expectations;
 use crate::gateway::http_route_resource;
 use crate::meta_view::MetaView;
-use crate::reconciler::{Primary, parent_keys};
+use crate::reconciler::{Primary, Reconciles, parent_keys};
 use crate::stores;
 use crate::triggers::{PrimaryChanges, receive};
 
@@ -301,21 +301,13 @@ impl OptionalChildren<'_> {
 }
 
 impl<K: Primary> Wiring<K> {
-    /// Runs the Controller until shutdown: every object is reconciled again when this replica
-    /// gains leadership (after the caches have synced).
-    pub fn run<Ctx, R, RFut, E>(
+    /// Runs the Controller until shutdown with `context`'s reconcile: every object is
+    /// reconciled again when this replica gains leadership (after the caches have synced).
+    pub fn run<C: Reconciles<K>>(
         self,
         runtime: &Runtime,
-        reconcile: R,
-        error_policy: E,
-        context: Arc<Ctx>,
-    ) -> impl Future<Output = ()> + Send + use<K, Ctx, R, RFut, E>
-    where
-        Ctx: Send + Sync + 'static,
-        R: FnMut(Arc<K>, Arc<Ctx>) -> RFut + Send + 'static,
-        RFut: Future<Output = Result<Action, ReconcileError>> + Send + 'static,
-        E: Fn(Arc<K>, &ReconcileError, Arc<Ctx>) -> Action + Send + Sync + 'static,
-    {
+        context: Arc<C>,
+    ) -> impl Future<Output = ()> + Send + use<K, C> {
         // A new leader reconciles every object in its cache: each is an add.
         let (store, queue) = (self.store.clone(), runtime.clone());
         let resync = runtime.leadership_gained().inspect(move |()| {
@@ -326,6 +318,16 @@ impl<K: Primary> Wiring<K> {
                 ));
             }
         });
+        let reconcile = |object: Arc<K>, context: Arc<C>| async move {
+            if object.meta().deletion_timestamp.is_some() {
+                context.finalize(&object).await;
+            }
+            let core = context.core();
+            core.reconcile(object, |object| context.apply(object)).await
+        };
+        let error_policy = |object: Arc<K>, error: &ReconcileError, context: Arc<C>| {
+            context.core().retry_after_error(object.as_ref(), error)
+        };
         let queue = runtime.metrics.workqueue.clone();
         self.controller
             .reconcile_all_on(resync)
@@ -391,21 +393,16 @@ impl Controllers {
         );
     }
 
-    /// Runs `wiring`'s Controller with `reconcile`; `phase_of` gives the phase each object
-    /// counts under in `kaos_resources` (none: `Pending`).
-    pub fn add<K, Ctx, R, RFut, E>(
+    /// Runs `wiring`'s Controller with `context`'s reconcile; `phase_of` gives the phase each
+    /// object counts under in `kaos_resources` (none: `Pending`).
+    pub fn add<K, C>(
         &mut self,
         mut wiring: Wiring<K>,
-        reconcile: R,
-        error_policy: E,
-        context: Arc<Ctx>,
+        context: Arc<C>,
         phase_of: fn(&K) -> Option<&'static str>,
     ) where
         K: Primary,
-        Ctx: Send + Sync + 'static,
-        R: FnMut(Arc<K>, Arc<Ctx>) -> RFut + Send + 'static,
-        RFut: Future<Output = Result<Action, ReconcileError>> + Send + 'static,
-        E: Fn(Arc<K>, &ReconcileError, Arc<Ctx>) -> Action + Send + Sync + 'static,
+        C: Reconciles<K>,
     {
         self.synced.append(&mut wiring.synced);
         let store = wiring.store.clone();
@@ -422,11 +419,7 @@ impl Controllers {
                 }
             }));
         let runtime = self.runtime.clone();
-        self.running.push(
-            wiring
-                .run(&runtime, reconcile, error_policy, context)
-                .boxed(),
-        );
+        self.running.push(wiring.run(&runtime, context).boxed());
     }
 
     /// Runs every Controller until shutdown.

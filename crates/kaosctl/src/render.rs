@@ -283,8 +283,7 @@ pub fn render(documents: &[Value]) -> anyhow::Result<Rendered> {
             Ok(desired) => {
                 push_children(&mut rendered.objects, desired.children);
                 s.status = Some(kaos_api::mcpserver::MCPServerStatus {
-                    ready: true,
-                    endpoint: Some(desired.endpoint),
+                    workload: ready_at(desired.endpoint),
                     ..Default::default()
                 });
             }

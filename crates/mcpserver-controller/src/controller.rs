@@ -16,7 +16,7 @@ use kube::api::Api;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 
 use crate::build::CHILD_SELECTOR;
-use crate::reconcile::{Context, FINALIZER, error_policy, phase_of, reconcile};
+use crate::reconcile::{Context, FINALIZER, phase_of};
 use crate::registry;
 use crate::settings::Settings;
 
@@ -58,7 +58,7 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
             ids: claims.ids.clone(),
         });
         wiring.controller = wiring.controller.reconcile_all_on(registry_changes);
-        controllers.add(wiring, reconcile, error_policy, context, phase_of);
+        controllers.add(wiring, context, phase_of);
     }
     controllers.run().await
 }

@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kaos_api::mcpserver::MCPServer;
 use kaos_runtime::error::ReconcileError;
 use kaos_workload::identity::{SharedSecurityIds, build_unless_claimed};
-use kaos_workload::reconciler::{Core, status_digest};
+use kaos_workload::reconciler::{Core, Reconciles, status_digest};
 use kaos_workload::stores::cached;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
@@ -28,37 +28,40 @@ pub struct Context {
     pub ids: SharedSecurityIds,
 }
 
-pub async fn reconcile(s: Arc<MCPServer>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
-    ctx.core.reconcile(s, |s| apply(s, &ctx)).await
-}
+impl Reconciles<MCPServer> for Context {
+    fn core(&self) -> &Core {
+        &self.core
+    }
 
-pub fn error_policy(s: Arc<MCPServer>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
-    ctx.core.retry_after_error(s.as_ref(), error)
-}
-
-async fn apply(s: Arc<MCPServer>, ctx: &Context) -> Result<Action, ReconcileError> {
-    let name = s.name_any();
-    let system_namespace = &ctx.settings.system_namespace;
-    let registry_map = cached(&ctx.registry, system_namespace, registry::CONFIG_MAP);
-    let registry = registry::from_config_map(registry_map.as_deref(), system_namespace);
-    let built = build_unless_claimed(&ctx.ids, s.as_ref(), || build(&s, &registry, &ctx.settings));
-    let current = s.status.as_ref().map(status_digest);
-    let deployment = build::deployment_name(&name);
-    let children = |desired: &Desired| desired.children.clone().into_set();
-    let status_of =
-        |conflict, deployment: Option<&_>, now| status(&s, &built, conflict, deployment, now);
-    ctx.core
-        .converge_built(
-            s.as_ref(),
-            current,
-            &built,
-            &deployment,
-            children,
-            status_of,
-        )
-        .await
+    async fn apply(&self, s: Arc<MCPServer>) -> Result<Action, ReconcileError> {
+        let name = s.name_any();
+        let system_namespace = &self.settings.system_namespace;
+        let registry_map = cached(&self.registry, system_namespace, registry::CONFIG_MAP);
+        let registry = registry::from_config_map(registry_map.as_deref(), system_namespace);
+        let built = build_unless_claimed(&self.ids, s.as_ref(), || {
+            build(&s, &registry, &self.settings)
+        });
+        let current = s.status.as_ref().map(status_digest);
+        let deployment = build::deployment_name(&name);
+        let children = |desired: &Desired| desired.children.clone().into_set();
+        let status_of =
+            |conflict, deployment: Option<&_>, now| status(&s, &built, conflict, deployment, now);
+        self.core
+            .converge_built(
+                s.as_ref(),
+                current,
+                &built,
+                &deployment,
+                children,
+                status_of,
+            )
+            .await
+    }
 }
 
 pub fn phase_of(s: &MCPServer) -> Option<&'static str> {
-    s.status.as_ref().and_then(|s| s.phase).map(|p| p.as_str())
+    s.status
+        .as_ref()
+        .and_then(|s| s.workload.phase)
+        .map(|p| p.as_str())
 }

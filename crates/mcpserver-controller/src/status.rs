@@ -1,12 +1,11 @@
 //! The status an MCPServer should show, from what was built and the observed Deployment. Pure.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kaos_api::common::Phase;
 use kaos_api::mcpserver::{MCPServer, MCPServerStatus};
 use kaos_workload::deployment_view::DeploymentView;
-use kaos_workload::rollout::{observe, set_ready_condition, summarize_built};
+use kaos_workload::rollout::{WorkloadReport, built_endpoint, observe, summarize_built};
 
-use crate::build::{BuildError, Desired};
+use crate::build::{BuildError, Desired, labels};
 
 pub fn status(
     s: &MCPServer,
@@ -15,26 +14,20 @@ pub fn status(
     deployment: Option<&DeploymentView>,
     now: Time,
 ) -> MCPServerStatus {
-    let previous = s.status.clone().unwrap_or_default();
-    let generation = s.metadata.generation;
+    let previous = s.status.clone().unwrap_or_default().workload;
     let rollout = observe(deployment);
-    let summary = summarize_built(built, conflict.as_ref(), &rollout);
-    let mut conditions = previous.conditions.clone();
-    set_ready_condition(&mut conditions, &summary, generation, now);
+    let report = WorkloadReport {
+        summary: summarize_built(built, conflict.as_ref(), &rollout),
+        endpoint: built_endpoint(built, |d| d.endpoint.clone(), &previous),
+        rollout,
+        labels: &labels(s.metadata.name.as_deref().unwrap_or_default()),
+        generation: s.metadata.generation,
+        now,
+        previous: &previous,
+    };
     MCPServerStatus {
-        phase: Some(summary.phase),
-        ready: summary.phase == Phase::Ready,
-        endpoint: match built {
-            Ok(desired) => Some(desired.endpoint.clone()),
-            Err(_) => previous.endpoint,
-        },
-        message: Some(summary.message),
-        scale: rollout.into_scale_status(&crate::build::labels(
-            s.metadata.name.as_deref().unwrap_or_default(),
-        )),
+        workload: report.status(),
         // Discovering tools needs an MCP handshake with the running server: not done yet.
         available_tools: Vec::new(),
-        observed_generation: generation,
-        conditions,
     }
 }

@@ -20,7 +20,7 @@ use kube::runtime::watcher::Event;
 
 use crate::build::CHILD_SELECTOR;
 use crate::models::{self, MODEL_API};
-use crate::reconcile::{Context, error_policy, phase_of, reconcile};
+use crate::reconcile::{Context, phase_of};
 use crate::settings::Settings;
 
 pub const PHASES: &[&str] = &["Pending", "Ready", "Failed"];
@@ -66,7 +66,7 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
             [(MODEL_API, models::model_api_view)],
             index,
         ));
-        controllers.add(wiring, reconcile, error_policy, context, phase_of);
+        controllers.add(wiring, context, phase_of);
     }
     controllers.run().await
 }

@@ -11,7 +11,7 @@ use kaos_workload::reconciler::Core;
 use kaos_workload::wiring::{ChildKinds, Controllers, watch_routes, wire};
 
 use crate::build::CHILD_SELECTOR;
-use crate::reconcile::{Context, FINALIZER, error_policy, phase_of, reconcile};
+use crate::reconcile::{Context, FINALIZER, phase_of};
 use crate::settings::Settings;
 
 pub const PHASES: &[&str] = &["Pending", "Ready", "Failed"];
@@ -40,7 +40,7 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
             settings: settings.clone(),
             ids: claims.ids.clone(),
         });
-        controllers.add(wiring, reconcile, error_policy, context, phase_of);
+        controllers.add(wiring, context, phase_of);
     }
     controllers.run().await
 }

@@ -6,7 +6,7 @@ use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::error::ReconcileError;
 use kaos_workload::converge::{Child, ChildKind, ChildSet, WorkloadChildren};
 use kaos_workload::identity::{SharedSecurityIds, build_unless_claimed};
-use kaos_workload::reconciler::{Core, status_digest};
+use kaos_workload::reconciler::{Core, Reconciles, status_digest};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
@@ -23,12 +23,30 @@ pub struct Context {
     pub ids: SharedSecurityIds,
 }
 
-pub async fn reconcile(m: Arc<ModelAPI>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
-    ctx.core.reconcile(m, |m| apply(m, &ctx)).await
-}
+impl Reconciles<ModelAPI> for Context {
+    fn core(&self) -> &Core {
+        &self.core
+    }
 
-pub fn error_policy(m: Arc<ModelAPI>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
-    ctx.core.retry_after_error(m.as_ref(), error)
+    async fn apply(&self, m: Arc<ModelAPI>) -> Result<Action, ReconcileError> {
+        let name = m.name_any();
+        let built = build_unless_claimed(&self.ids, m.as_ref(), || build(&m, &self.settings));
+        let current = m.status.as_ref().map(status_digest);
+        let deployment = build::deployment_name(&name);
+        let children = |desired: &Desired| child_set(&name, desired);
+        let status_of =
+            |conflict, deployment: Option<&_>, now| status(&m, &built, conflict, deployment, now);
+        self.core
+            .converge_built(
+                m.as_ref(),
+                current,
+                &built,
+                &deployment,
+                children,
+                status_of,
+            )
+            .await
+    }
 }
 
 /// The ConfigMap and the API key Secret (or their absence), then the workload's children, so
@@ -61,26 +79,6 @@ fn child_set(name: &str, desired: &Desired) -> ChildSet {
     set.absent.extend(workload.absent);
     set.autoscaled_replicas = workload.autoscaled_replicas;
     set
-}
-
-async fn apply(m: Arc<ModelAPI>, ctx: &Context) -> Result<Action, ReconcileError> {
-    let name = m.name_any();
-    let built = build_unless_claimed(&ctx.ids, m.as_ref(), || build(&m, &ctx.settings));
-    let current = m.status.as_ref().map(status_digest);
-    let deployment = build::deployment_name(&name);
-    let children = |desired: &Desired| child_set(&name, desired);
-    let status_of =
-        |conflict, deployment: Option<&_>, now| status(&m, &built, conflict, deployment, now);
-    ctx.core
-        .converge_built(
-            m.as_ref(),
-            current,
-            &built,
-            &deployment,
-            children,
-            status_of,
-        )
-        .await
 }
 
 /// The phase of a ModelAPI, for `kaos_resources`.

@@ -1,13 +1,12 @@
 //! The status a ModelAPI should show, from what was built and the observed Deployment. Pure.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kaos_api::common::Phase;
 use kaos_api::modelapi::{ModelAPI, ModelAPIStatus};
 use kaos_workload::conditions::{ConditionUpdate, remove_condition, set_condition};
 use kaos_workload::deployment_view::DeploymentView;
-use kaos_workload::rollout::{observe, set_ready_condition, summarize_built};
+use kaos_workload::rollout::{WorkloadReport, built_endpoint, observe, summarize_built};
 
-use crate::build::{BuildError, Desired};
+use crate::build::{BuildError, Desired, labels};
 
 pub const READY: &str = "Ready";
 /// False when `spec.telemetry` asks for what Hosted mode (Ollama) cannot do.
@@ -23,9 +22,16 @@ pub fn status(
     let previous = m.status.clone().unwrap_or_default();
     let generation = m.metadata.generation;
     let rollout = observe(deployment);
-    let summary = summarize_built(built, conflict.as_ref(), &rollout);
-    let mut conditions = previous.conditions.clone();
-    set_ready_condition(&mut conditions, &summary, generation, now.clone());
+    let mut status = WorkloadReport {
+        summary: summarize_built(built, conflict.as_ref(), &rollout),
+        endpoint: built_endpoint(built, |d| d.endpoint.clone(), &previous),
+        rollout,
+        labels: &labels(m.metadata.name.as_deref().unwrap_or_default()),
+        generation,
+        now: now.clone(),
+        previous: &previous,
+    }
+    .status();
     if built.as_ref().is_ok_and(|d| d.telemetry_ignored) {
         let update = ConditionUpdate {
             type_: TELEMETRY_SUPPORTED,
@@ -33,23 +39,9 @@ pub fn status(
             reason: "NotSupportedInHostedMode",
             message: "telemetry is not supported by Hosted (Ollama) ModelAPIs: spec.telemetry is kept but has no effect".into(),
         };
-        set_condition(&mut conditions, update, generation, now);
+        set_condition(&mut status.conditions, update, generation, now);
     } else {
-        remove_condition(&mut conditions, TELEMETRY_SUPPORTED);
+        remove_condition(&mut status.conditions, TELEMETRY_SUPPORTED);
     }
-    ModelAPIStatus {
-        phase: Some(summary.phase),
-        ready: summary.phase == Phase::Ready,
-        // A spec that cannot be built leaves the running children, and their endpoint, as they were.
-        endpoint: match built {
-            Ok(desired) => Some(desired.endpoint.clone()),
-            Err(_) => previous.endpoint,
-        },
-        message: Some(summary.message),
-        scale: rollout.into_scale_status(&crate::build::labels(
-            m.metadata.name.as_deref().unwrap_or_default(),
-        )),
-        observed_generation: generation,
-        conditions,
-    }
+    status
 }

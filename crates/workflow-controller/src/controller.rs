@@ -24,8 +24,8 @@ use crate::clock::Clock;
 use crate::context::Context;
 use crate::dispatcher::Dispatcher;
 use crate::metrics::WorkflowMetrics;
-use crate::reconcile_run::{self, RUN_FINALIZER, reconcile_run};
-use crate::reconcile_workflow::{self, reconcile_workflow, workflow_phase};
+use crate::reconcile_run::RUN_FINALIZER;
+use crate::reconcile_workflow::workflow_phase;
 use crate::relations::{
     Index, RunChanges, agent_dependents, keep_edges, run_edges, workflow_edges,
 };
@@ -93,20 +93,8 @@ pub async fn run_with_clock(
         let runs = runs
             .reconcile_on(agent_runs)
             .reconcile_on(receive(run_wakes));
-        controllers.add(
-            workflows,
-            reconcile_workflow,
-            reconcile_workflow::error_policy,
-            context.clone(),
-            workflow_phase,
-        );
-        controllers.add(
-            runs,
-            reconcile_run,
-            reconcile_run::error_policy,
-            context,
-            run_phase,
-        );
+        controllers.add(workflows, context.clone(), workflow_phase);
+        controllers.add(runs, context, run_phase);
     }
     controllers.run().await
 }

@@ -19,6 +19,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kaos_api::workflow::{AgentWorkflow, AgentWorkflowRun, AgentWorkflowRunStatus, RunPhase};
 use kaos_runtime::error::{ReconcileError, Step, StepExt};
+use kaos_workload::reconciler::{Core, Reconciles};
 use kaos_workload::stores::cached;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -35,22 +36,18 @@ use crate::run_progress::{Progress, advance, in_flight, newly_finished, start};
 /// Holds a run being deleted until its tasks in flight are canceled.
 pub const RUN_FINALIZER: &str = "kaos.tools/workflow-run-finalizer";
 
-pub async fn reconcile_run(
-    run: Arc<AgentWorkflowRun>,
-    ctx: Arc<Context>,
-) -> Result<Action, ReconcileError> {
-    if run.metadata.deletion_timestamp.is_some() {
-        release_tasks(&run, &ctx).await;
+impl Reconciles<AgentWorkflowRun> for Context {
+    fn core(&self) -> &Core {
+        &self.runs
     }
-    ctx.runs.reconcile(run, |run| apply(run, &ctx)).await
-}
 
-pub fn error_policy(
-    run: Arc<AgentWorkflowRun>,
-    error: &ReconcileError,
-    ctx: Arc<Context>,
-) -> Action {
-    ctx.runs.retry_after_error(run.as_ref(), error)
+    async fn apply(&self, run: Arc<AgentWorkflowRun>) -> Result<Action, ReconcileError> {
+        apply(run, self).await
+    }
+
+    async fn finalize(&self, run: &AgentWorkflowRun) {
+        release_tasks(run, self).await;
+    }
 }
 
 /// The deletion of a run: its steps in flight are canceled, then `Core::reconcile` releases

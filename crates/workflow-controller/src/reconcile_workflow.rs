@@ -14,7 +14,7 @@ use kaos_api::workflow::{
 };
 use kaos_runtime::error::{ReconcileError, Step, StepExt};
 use kaos_workload::conditions::{ConditionUpdate, set_condition};
-use kaos_workload::reconciler::status_digest;
+use kaos_workload::reconciler::{Core, Reconciles, status_digest};
 use kaos_workload::stores::cached;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
@@ -28,21 +28,14 @@ use crate::relations::runs_of;
 use crate::scheduling::{Fire, FireAction, Situation, evaluate, runs_named};
 use crate::validation::{READY, validate};
 
-pub async fn reconcile_workflow(
-    workflow: Arc<AgentWorkflow>,
-    ctx: Arc<Context>,
-) -> Result<Action, ReconcileError> {
-    ctx.workflows
-        .reconcile(workflow, |workflow| apply(workflow, &ctx))
-        .await
-}
+impl Reconciles<AgentWorkflow> for Context {
+    fn core(&self) -> &Core {
+        &self.workflows
+    }
 
-pub fn error_policy(
-    workflow: Arc<AgentWorkflow>,
-    error: &ReconcileError,
-    ctx: Arc<Context>,
-) -> Action {
-    ctx.workflows.retry_after_error(workflow.as_ref(), error)
+    async fn apply(&self, workflow: Arc<AgentWorkflow>) -> Result<Action, ReconcileError> {
+        apply(workflow, self).await
+    }
 }
 
 async fn apply(workflow: Arc<AgentWorkflow>, ctx: &Context) -> Result<Action, ReconcileError> {
