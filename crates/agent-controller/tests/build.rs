@@ -8,6 +8,8 @@ use clap::Parser;
 use kaos_api::agent::{Agent, AgentPhase};
 use kaos_api::mcpserver::MCPServer;
 use kaos_api::modelapi::ModelAPI;
+use kaos_harness::built::{assert_name_labels_and_owner, assert_serves_http_on};
+use kaos_harness::deployments::{env_with_sources, expected_env};
 use serde_json::{Value, json};
 
 fn settings(extra: &[&str]) -> Settings {
@@ -28,26 +30,6 @@ fn json_of<T: serde::Serialize>(value: &T) -> Value {
 
 fn container(d: &Desired) -> Value {
     json_of(&d.children.deployment)["spec"]["template"]["spec"]["containers"][0].clone()
-}
-
-fn env_list(c: &Value) -> Vec<(String, String)> {
-    c["env"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|e| {
-            (
-                e["name"].as_str().unwrap_or("").to_string(),
-                e["value"].as_str().unwrap_or("<ref>").to_string(),
-            )
-        })
-        .collect()
-}
-
-fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
-    list.iter()
-        .map(|(n, v)| (n.to_string(), v.to_string()))
-        .collect()
 }
 
 fn rich_agent() -> Agent {
@@ -105,8 +87,8 @@ fn the_full_env_list_of_a_rich_agent_in_the_contracts_order() {
     )
     .expect("builds");
     assert_eq!(
-        env_list(&container(&d)),
-        pairs(&[
+        env_with_sources(&d.children.deployment),
+        expected_env(&[
             ("AGENT_NAME", "coordinator"),
             ("AGENT_DESCRIPTION", "Plans work"),
             ("AGENT_INSTRUCTIONS", "Be brief"),
@@ -165,8 +147,8 @@ fn a_minimal_agent_and_a_user_override_in_place() {
     };
     let d = build(&minimal, &resolved, &settings(&[])).expect("builds");
     assert_eq!(
-        env_list(&container(&d)),
-        pairs(&[
+        env_with_sources(&d.children.deployment),
+        expected_env(&[
             ("AGENT_NAME", "w"),
             ("MODEL_API_URL", "http://api"),
             ("MODEL_NAME", "other"),
@@ -179,25 +161,19 @@ fn a_minimal_agent_and_a_user_override_in_place() {
 #[test]
 fn names_labels_port_probes_service_and_endpoint() {
     let d = build(&rich_agent(), &rich_resolved(), &settings(&[])).expect("builds");
-    let deployment = json_of(&d.children.deployment);
-    assert_eq!(deployment["metadata"]["name"], "agent-coordinator");
-    assert_eq!(
-        deployment["metadata"]["labels"],
-        json!({"app": "agent", "agent": "coordinator"})
-    );
-    assert_eq!(
-        deployment["metadata"]["ownerReferences"][0]["kind"],
-        "Agent"
+    assert_name_labels_and_owner(
+        &d.children.deployment,
+        "agent-coordinator",
+        &[("app", "agent"), ("agent", "coordinator")],
+        "Agent",
     );
     let c = container(&d);
     assert_eq!(
         (c["name"].as_str(), c["image"].as_str()),
         (Some("agent"), Some("kaos-agent:1"))
     );
-    assert_eq!(
-        c["ports"],
-        json!([{"containerPort": 8000, "name": "http", "protocol": "TCP"}])
-    );
+    let service = d.children.service.as_ref().expect("exposed by default");
+    assert_serves_http_on(&d.children.deployment, service, 8000);
     assert_eq!(
         c["livenessProbe"],
         json!({"httpGet": {"path": "/health", "port": 8000}, "initialDelaySeconds": 30, "periodSeconds": 10})
@@ -205,11 +181,6 @@ fn names_labels_port_probes_service_and_endpoint() {
     assert_eq!(
         c["readinessProbe"],
         json!({"httpGet": {"path": "/ready", "port": 8000}, "initialDelaySeconds": 10, "periodSeconds": 5})
-    );
-    let service = json_of(d.children.service.as_ref().expect("exposed by default"));
-    assert_eq!(
-        service["spec"]["ports"],
-        json!([{"name": "http", "port": 8000, "targetPort": 8000, "protocol": "TCP"}])
     );
     assert_eq!(
         d.endpoint.as_deref(),
@@ -262,7 +233,7 @@ fn overrides_pod_spec_replicas_and_route() {
     );
     assert_eq!(c["resources"], json!({"limits": {"cpu": "1"}}));
     assert_eq!(
-        env_list(&c).last(),
+        env_with_sources(&d.children.deployment).last(),
         Some(&("LOG_LEVEL".to_string(), "ERROR".to_string())),
         "podSpec env merged by name"
     );
@@ -316,6 +287,23 @@ fn model_api(ready: bool, spec: Value) -> ModelAPI {
     .expect("ModelAPI")
 }
 
+/// A Proxy ModelAPI's spec, serving these models.
+fn proxy_serving(models: &[&str]) -> Value {
+    json!({"mode": "Proxy", "proxyConfig": {"models": models}})
+}
+
+/// The peers `agent` is given, its ModelAPI ready and serving `m`, a peer's endpoint read by
+/// `endpoint_of`.
+fn peers_given(
+    agent: &Agent,
+    endpoint_of: impl Fn(&str) -> Option<String>,
+) -> Vec<(String, String)> {
+    let ready = model_api(true, proxy_serving(&["m"]));
+    resolve(agent, Some(&ready), |_| None, endpoint_of)
+        .expect("resolved")
+        .peers
+}
+
 fn mcp(name: &str, ready: bool) -> MCPServer {
     serde_json::from_value(json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "MCPServer", "metadata": {"name": name, "namespace": "team"},
         "spec": {"runtime": "python-string"}, "status": {"ready": ready, "endpoint": format!("http://mcpserver-{name}.team.svc.cluster.local:8000")}}))
@@ -333,7 +321,7 @@ fn peer(name: &str, endpoint: Option<&str>) -> Agent {
 
 #[test]
 fn resolution_follows_the_contracts_order() {
-    let proxy = json!({"mode": "Proxy", "proxyConfig": {"models": ["openai/*", "llama3"]}});
+    let proxy = proxy_serving(&["openai/*", "llama3"]);
     let a = rich_agent();
     let servers = [mcp("web-search", true), mcp("calc-tools", true)];
     let peers = [
@@ -378,10 +366,7 @@ fn resolution_follows_the_contracts_order() {
         })
     );
 
-    let narrow = model_api(
-        true,
-        json!({"mode": "Proxy", "proxyConfig": {"models": ["llama3", "mistral"]}}),
-    );
+    let narrow = model_api(true, proxy_serving(&["llama3", "mistral"]));
     let err = resolve(&a, Some(&narrow), find_server, find_peer).expect_err("unsupported");
     assert_eq!(err.reason, "ModelNotSupported");
     assert_eq!(
@@ -473,15 +458,12 @@ fn resolution_follows_the_contracts_order() {
 
 #[test]
 fn a_self_listing_agent_lists_its_own_endpoint_before_it_has_a_status() {
-    let proxy = json!({"mode": "Proxy", "proxyConfig": {"models": ["m"]}});
-    let ready = model_api(true, proxy);
     let me = agent(
         "solo",
         json!({"modelAPI": "llm", "model": "m", "agentNetwork": {"access": ["solo"]}}),
     );
-    let resolved = resolve(&me, Some(&ready), |_| None, |_| None).expect("resolved");
     assert_eq!(
-        resolved.peers,
+        peers_given(&me, |_| None),
         vec![(
             "solo".to_string(),
             "http://agent-solo.team.svc.cluster.local:8000".to_string()
@@ -492,17 +474,14 @@ fn a_self_listing_agent_lists_its_own_endpoint_before_it_has_a_status() {
         "solo",
         json!({"modelAPI": "llm", "model": "m", "agentNetwork": {"access": ["solo"], "expose": false}}),
     );
-    let resolved = resolve(&hidden, Some(&ready), |_| None, |_| None).expect("resolved");
     assert!(
-        resolved.peers.is_empty(),
+        peers_given(&hidden, |_| None).is_empty(),
         "not exposed: no endpoint to list"
     );
 }
 
 #[test]
 fn a_peer_is_listed_at_its_own_endpoint_until_its_status_says_otherwise() {
-    let proxy = json!({"mode": "Proxy", "proxyConfig": {"models": ["m"]}});
-    let ready = model_api(true, proxy);
     let me = agent(
         "lead",
         json!({"modelAPI": "llm", "model": "m",
@@ -522,9 +501,8 @@ fn a_peer_is_listed_at_its_own_endpoint_until_its_status_says_otherwise() {
         "waiting" => advertised_endpoint(&waiting),
         _ => None,
     };
-    let resolved = resolve(&me, Some(&ready), |_| None, find).expect("resolved");
     assert_eq!(
-        resolved.peers,
+        peers_given(&me, find),
         vec![
             (
                 "fresh".to_string(),

@@ -6,10 +6,12 @@
 //! - [`fixtures`]: typed test objects (`Agent::test("a").peers(["b"])`) and the statuses their
 //!   controllers would write;
 //! - [`status`] and [`deployments`]: reading what the controllers wrote;
+//! - [`built`]: asserting what every controller's pure builder writes the same way;
 //! - [`processes`]: the real binaries as separate processes (kaos-testkit served on loopback,
 //!   the controllers, the chart's rendering under its RBAC);
 //! - here: the repository's files (its root, the examples) and their admission against the CRDs.
 
+pub mod built;
 pub mod cluster;
 pub mod controller;
 pub mod deployments;

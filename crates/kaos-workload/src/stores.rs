@@ -12,6 +12,7 @@ use std::hash::Hash;
 use std::pin::Pin;
 
 use futures::{Stream, StreamExt, TryStreamExt};
+use k8s_openapi::NamespaceResourceScope;
 use kube::api::Api;
 use kube::core::{ApiResource, DynamicObject};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -64,30 +65,24 @@ fn config(selector: &str) -> watcher::Config {
 
 /// A namespaced kind the caches can watch and keep.
 pub trait Watched:
-    Resource<
-        Scope = k8s_openapi::NamespaceResourceScope,
-        DynamicType: Default + Eq + Hash + Clone + Send + Sync,
-    > + Clone
-    + DeserializeOwned
-    + Debug
-    + Send
-    + Sync
-    + 'static
+    Resource<Scope = NamespaceResourceScope, DynamicType: CacheKey> + Object
 {
 }
 
 impl<K> Watched for K where
-    K: Resource<
-            Scope = k8s_openapi::NamespaceResourceScope,
-            DynamicType: Default + Eq + Hash + Clone + Send + Sync,
-        > + Clone
-        + DeserializeOwned
-        + Debug
-        + Send
-        + Sync
-        + 'static
+    K: Resource<Scope = NamespaceResourceScope, DynamicType: CacheKey> + Object
 {
 }
+
+/// What a cached object is: cloned, decoded, printed and shared between tasks.
+pub trait Object: Clone + DeserializeOwned + Debug + Send + Sync + 'static {}
+
+impl<K: Clone + DeserializeOwned + Debug + Send + Sync + 'static> Object for K {}
+
+/// What a store keys its objects by, besides their name (their kind's dynamic type).
+pub trait CacheKey: Default + Eq + Hash + Clone + Send + Sync {}
+
+impl<T: Default + Eq + Hash + Clone + Send + Sync> CacheKey for T {}
 
 /// A slim cache of `K` in `namespace` (all when None) selected by `selector` (everything when
 /// empty), and its events. The store fills only while the events are polled.

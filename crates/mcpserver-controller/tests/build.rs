@@ -2,7 +2,9 @@
 
 use clap::Parser;
 use kaos_api::mcpserver::MCPServer;
-use mcpserver_controller::build::{Desired, build};
+use kaos_harness::built::{assert_name_labels_and_owner, assert_serves_http_on};
+use kaos_harness::deployments::{env_with_sources, expected_env};
+use mcpserver_controller::build::{BuildError, Desired, build};
 use mcpserver_controller::registry::{self, Registry, RegistryError};
 use mcpserver_controller::settings::{Args, Settings};
 use serde_json::{Value, json};
@@ -29,6 +31,11 @@ fn built(spec: Value, extra: &[&str]) -> Desired {
     build(&server(spec), &default_registry(), &settings(extra)).expect("builds")
 }
 
+/// Why the builder refuses this spec (default registry and flags).
+fn refused(spec: Value) -> BuildError {
+    build(&server(spec), &default_registry(), &settings(&[])).expect_err("refused")
+}
+
 fn json_of<T: serde::Serialize>(value: &T) -> Value {
     serde_json::to_value(value).expect("serializes")
 }
@@ -37,45 +44,25 @@ fn pod(d: &Desired) -> Value {
     json_of(&d.children.deployment)["spec"]["template"]["spec"].clone()
 }
 
-fn env_names(container: &Value) -> Vec<(String, String)> {
-    container["env"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|e| {
-            (
-                e["name"].as_str().unwrap_or("").to_string(),
-                e["value"].as_str().unwrap_or("<ref>").to_string(),
-            )
-        })
-        .collect()
-}
-
 #[test]
 fn python_string_names_labels_port_probes_and_params() {
     let d = built(
         json!({"runtime": "python-string", "params": "def echo(x): return x"}),
         &[],
     );
-    let deployment = json_of(&d.children.deployment);
-    assert_eq!(deployment["metadata"]["name"], "mcpserver-tools");
-    assert_eq!(
-        deployment["metadata"]["labels"],
-        json!({"app": "mcpserver", "mcpserver": "tools"})
-    );
-    assert_eq!(
-        deployment["metadata"]["ownerReferences"][0]["kind"],
-        "MCPServer"
+    assert_name_labels_and_owner(
+        &d.children.deployment,
+        "mcpserver-tools",
+        &[("app", "mcpserver"), ("mcpserver", "tools")],
+        "MCPServer",
     );
     let c = &pod(&d)["containers"][0];
     assert_eq!(c["name"], "mcp-server");
     assert_eq!(c["image"], "axsauze/kaos-agent:latest");
     assert_eq!(c["command"], json!(["python", "-m", "mcptools.server"]));
     assert!(c.get("args").is_none());
-    assert_eq!(
-        c["ports"],
-        json!([{"containerPort": 8000, "name": "http", "protocol": "TCP"}])
-    );
+    let service = d.children.service.as_ref().expect("service");
+    assert_serves_http_on(&d.children.deployment, service, 8000);
     assert_eq!(
         c["livenessProbe"],
         json!({"tcpSocket": {"port": 8000}, "initialDelaySeconds": 20, "periodSeconds": 10, "timeoutSeconds": 3, "failureThreshold": 3})
@@ -85,19 +72,11 @@ fn python_string_names_labels_port_probes_and_params() {
         json!({"tcpSocket": {"port": 8000}, "initialDelaySeconds": 15, "periodSeconds": 5, "timeoutSeconds": 3, "failureThreshold": 2})
     );
     assert_eq!(
-        env_names(c),
-        vec![
-            (
-                "MCP_TOOLS_STRING".to_string(),
-                "def echo(x): return x".to_string()
-            ),
-            ("LOG_LEVEL".to_string(), "INFO".to_string()),
-        ]
-    );
-    let service = json_of(d.children.service.as_ref().expect("service"));
-    assert_eq!(
-        service["spec"]["ports"],
-        json!([{"name": "http", "port": 8000, "targetPort": 8000, "protocol": "TCP"}])
+        env_with_sources(&d.children.deployment),
+        expected_env(&[
+            ("MCP_TOOLS_STRING", "def echo(x): return x"),
+            ("LOG_LEVEL", "INFO"),
+        ])
     );
     assert_eq!(
         d.endpoint,
@@ -120,15 +99,9 @@ fn a_kaos_cli_custom_server_keeps_its_port_and_gets_extra_ones() {
         c["ports"],
         json!([{"containerPort": 8000, "name": "http"}, {"containerPort": 9090, "name": "metrics"}])
     );
-    let moved = build(
-        &server(
-            json!({"runtime": "custom", "container": {"image": "tools:1",
-            "ports": [{"containerPort": 9000, "name": "http"}]}}),
-        ),
-        &default_registry(),
-        &settings(&[]),
-    )
-    .expect_err("the serving port moved");
+    let http_off_8000 = json!({"runtime": "custom", "container": {"image": "tools:1",
+        "ports": [{"containerPort": 9000, "name": "http"}]}});
+    let moved = refused(http_off_8000);
     assert_eq!(moved.reason, "InvalidContainerPorts");
     assert_eq!(
         moved.message,
@@ -147,11 +120,8 @@ fn the_kubernetes_runtime_gets_its_yaml_params_in_mcp_params() {
     let p = pod(&d);
     assert_eq!(p["serviceAccountName"], "k8s-monitor-sa");
     assert_eq!(
-        env_names(&p["containers"][0]),
-        vec![
-            ("MCP_PARAMS".to_string(), params.to_string()),
-            ("LOG_LEVEL".to_string(), "INFO".to_string())
-        ]
+        env_with_sources(&d.children.deployment),
+        expected_env(&[("MCP_PARAMS", params), ("LOG_LEVEL", "INFO")])
     );
 }
 
@@ -168,23 +138,26 @@ fn kubernetes_and_slack_runtimes_use_args_not_command() {
     let slack = json!({"runtime": "slack", "container": {"env": [
         {"name": "SLACK_BOT_TOKEN", "valueFrom": {"secretKeyRef": {"name": "slack", "key": "token"}}},
         {"name": "SLACK_TEAM_ID", "value": "T1"}]}});
-    let c = pod(&built(slack, &[]))["containers"][0].clone();
+    let slack = built(slack, &[]);
+    let c = &pod(&slack)["containers"][0];
     assert_eq!(c["args"], json!(["--transport", "http", "--port", "8000"]));
     assert!(c.get("command").is_none());
     assert_eq!(
-        env_names(&c),
-        vec![
-            ("SLACK_BOT_TOKEN".to_string(), "<ref>".to_string()),
-            ("SLACK_TEAM_ID".to_string(), "T1".to_string()),
-            ("LOG_LEVEL".to_string(), "INFO".to_string()),
-        ]
+        env_with_sources(&slack.children.deployment),
+        expected_env(&[
+            ("SLACK_BOT_TOKEN", "<secret slack/token>"),
+            ("SLACK_TEAM_ID", "T1"),
+            ("LOG_LEVEL", "INFO"),
+        ])
     );
 }
 
 #[test]
 fn missing_required_env_is_failed_naming_the_variables() {
-    let err = build(&server(json!({"runtime": "slack", "container": {"env": [{"name": "SLACK_TEAM_ID", "value": "T"}]}})), &default_registry(), &settings(&[]))
-        .expect_err("token missing");
+    // The token is missing.
+    let err = refused(
+        json!({"runtime": "slack", "container": {"env": [{"name": "SLACK_TEAM_ID", "value": "T"}]}}),
+    );
     assert_eq!(err.reason, "MissingRequiredEnv");
     assert_eq!(
         err.message,
@@ -211,19 +184,11 @@ fn custom_takes_everything_from_the_container() {
     assert_eq!(c["args"], json!(["--port", "8000"]));
     assert_eq!(c["resources"], json!({"requests": {"cpu": "100m"}}));
     assert_eq!(
-        env_names(c),
-        vec![
-            ("MCP_PARAMS".to_string(), "region: eu".to_string()),
-            ("LOG_LEVEL".to_string(), "INFO".to_string())
-        ],
+        env_with_sources(&d.children.deployment),
+        expected_env(&[("MCP_PARAMS", "region: eu"), ("LOG_LEVEL", "INFO")]),
         "a custom image gets the params in MCP_PARAMS"
     );
-    let err = build(
-        &server(json!({"runtime": "custom"})),
-        &default_registry(),
-        &settings(&[]),
-    )
-    .expect_err("no image");
+    let err = refused(json!({"runtime": "custom"}));
     assert_eq!(err.message, "runtime custom requires spec.container.image");
 }
 
@@ -233,7 +198,8 @@ fn overrides_telemetry_user_env_and_pod_spec() {
         "telemetry": {"enabled": true, "endpoint": "http://otel:4317"},
         "container": {"image": "mine:2", "args": ["--x"], "env": [{"name": "EXTRA", "value": "1"}, {"name": "LOG_LEVEL", "value": "DEBUG"}]},
         "podSpec": {"tolerations": [{"key": "gpu", "operator": "Exists"}], "containers": [{"name": "sidecar", "image": "s"}]}});
-    let p = pod(&built(spec, &["--default-log-level=WARNING"]));
+    let d = built(spec, &["--default-log-level=WARNING"]);
+    let p = pod(&d);
     let c = &p["containers"][0];
     assert_eq!(c["image"], "mine:2");
     assert_eq!(
@@ -242,7 +208,8 @@ fn overrides_telemetry_user_env_and_pod_spec() {
         "the runtime's command stays"
     );
     assert_eq!(c["args"], json!(["--x"]));
-    let names: Vec<String> = env_names(c).into_iter().map(|(n, _)| n).collect();
+    let env = env_with_sources(&d.children.deployment);
+    let names: Vec<&str> = env.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(
         names,
         [
@@ -257,7 +224,7 @@ fn overrides_telemetry_user_env_and_pod_spec() {
         ]
     );
     assert_eq!(
-        env_names(c).last().map(|(_, v)| v.as_str()),
+        env.last().map(|(_, v)| v.as_str()),
         Some("DEBUG"),
         "the user's LOG_LEVEL replaces the default in place"
     );
@@ -291,12 +258,7 @@ fn registry_problems_and_unknown_runtimes_say_what_to_fix() {
         &settings(&[]),
     )
     .expect("custom needs no registry");
-    let err = build(
-        &server(json!({"runtime": "github"})),
-        &default_registry(),
-        &settings(&[]),
-    )
-    .expect_err("unknown");
+    let err = refused(json!({"runtime": "github"}));
     assert_eq!(err.reason, "UnknownRuntime");
     assert!(
         err.message.contains("\"github\"")

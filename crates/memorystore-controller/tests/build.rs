@@ -4,6 +4,8 @@
 use clap::Parser;
 use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
+use kaos_harness::built::{assert_name_labels_and_owner, assert_serves_http_on};
+use kaos_harness::deployments::{env_with_sources, expected_env};
 use kaos_workload::converge::{Child, ChildKind};
 use kaos_workload::pod_security::restricted_violations;
 use memorystore_controller::build::{Desired, build};
@@ -51,61 +53,26 @@ fn container(d: &Desired) -> Value {
     json_of(&d.workload.deployment)["spec"]["template"]["spec"]["containers"][0].clone()
 }
 
-/// The environment as (name, value) pairs in order; a reference shows as `<secret name/key>`.
-fn env(d: &Desired) -> Vec<(String, String)> {
-    container(d)["env"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|e| {
-            let value = match e.get("value") {
-                Some(v) => v.as_str().unwrap_or_default().to_string(),
-                None => {
-                    let r = &e["valueFrom"]["secretKeyRef"];
-                    format!(
-                        "<secret {}/{}>",
-                        r["name"].as_str().unwrap_or(""),
-                        r["key"].as_str().unwrap_or("")
-                    )
-                }
-            };
-            (e["name"].as_str().unwrap_or_default().to_string(), value)
-        })
-        .collect()
-}
-
-fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
-    expected
-        .iter()
-        .map(|(n, v)| (n.to_string(), v.to_string()))
-        .collect()
-}
-
 #[test]
 fn a_local_store_is_one_pod_on_its_claim_with_kaos_names_probes_and_env() {
     let d = built(
         json!({"storage": {"type": "local"}, "models": models_spec()}),
         &[],
     );
+    assert_name_labels_and_owner(
+        &d.workload.deployment,
+        "memorystore-brain",
+        &[("app", "memorystore"), ("memorystore", "brain")],
+        "MemoryStore",
+    );
     let deployment = json_of(&d.workload.deployment);
-    assert_eq!(deployment["metadata"]["name"], "memorystore-brain");
-    assert_eq!(
-        deployment["metadata"]["labels"],
-        json!({"app": "memorystore", "memorystore": "brain"})
-    );
-    assert_eq!(
-        deployment["metadata"]["ownerReferences"][0]["kind"],
-        "MemoryStore"
-    );
     assert_eq!(deployment["spec"]["replicas"], 1);
     assert_eq!(deployment["spec"]["strategy"], json!({"type": "Recreate"}));
     let c = container(&d);
     assert_eq!(c["name"], "memory");
     assert_eq!(c["image"], "kaos-memory:test");
-    assert_eq!(
-        c["ports"],
-        json!([{"containerPort": 8080, "name": "http", "protocol": "TCP"}])
-    );
+    let service = d.workload.service.as_ref().expect("a Service");
+    assert_serves_http_on(&d.workload.deployment, service, 8080);
     assert_eq!(
         c["livenessProbe"],
         json!({"httpGet": {"path": "/healthz", "port": 8080}, "initialDelaySeconds": 10,
@@ -117,8 +84,8 @@ fn a_local_store_is_one_pod_on_its_claim_with_kaos_names_probes_and_env() {
                "periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 3})
     );
     assert_eq!(
-        env(&d),
-        pairs(&[
+        env_with_sources(&d.workload.deployment),
+        expected_env(&[
             ("KAOS_MEMORY_STORAGE_TYPE", "local"),
             ("KAOS_MEMORY_LOCAL_PATH", "/data/memory"),
             (
@@ -157,8 +124,6 @@ fn a_local_store_is_one_pod_on_its_claim_with_kaos_names_probes_and_env() {
         d.endpoint,
         "http://memorystore-brain.team.svc.cluster.local:8080"
     );
-    let service = json_of(&d.workload.service);
-    assert_eq!(service["spec"]["ports"][0]["port"], 8080);
     let pod_spec = d
         .workload
         .deployment
@@ -193,8 +158,8 @@ fn a_rich_external_store_lists_every_variable_in_kaos_order_with_user_env_last()
         &[],
     );
     assert_eq!(
-        env(&d),
-        pairs(&[
+        env_with_sources(&d.workload.deployment),
+        expected_env(&[
             ("KAOS_MEMORY_STORAGE_TYPE", "external"),
             ("KAOS_MEMORY_EXTERNAL_DSN", "<secret pg/dsn>"),
             ("KAOS_MEMORY_EXTERNAL_DIMS", "768"),
@@ -311,7 +276,10 @@ fn sizes_collections_and_the_gateway_route() {
         json_of(d.claim.as_ref().expect("claim"))["spec"]["resources"]["requests"]["storage"],
         "20Gi"
     );
-    assert!(env(&d).contains(&("KAOS_MEMORY_LOCAL_COLLECTION".into(), "notes".into())));
+    assert!(
+        env_with_sources(&d.workload.deployment)
+            .contains(&("KAOS_MEMORY_LOCAL_COLLECTION".into(), "notes".into()))
+    );
     let route = json_of(d.workload.http_route.as_ref().expect("route"));
     assert_eq!(route["metadata"]["name"], "memorystore-brain");
     assert_eq!(

@@ -2,6 +2,8 @@
 
 use clap::Parser;
 use kaos_api::modelapi::ModelAPI;
+use kaos_harness::built::assert_serves_http_on;
+use kaos_harness::deployments::{env_with_sources, expected_env};
 use modelapi_controller::build::{BuildError, Desired, build};
 use modelapi_controller::settings::{Args, Settings};
 use serde_json::{Value, json};
@@ -36,21 +38,13 @@ fn container(desired: &Desired) -> Value {
     json_of(&desired.deployment)["spec"]["template"]["spec"]["containers"][0].clone()
 }
 
-fn env_pairs(container: &Value) -> Vec<(String, Value)> {
-    container["env"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|e| {
-            (
-                e["name"].as_str().unwrap_or("").to_string(),
-                e.get("value")
-                    .cloned()
-                    .or_else(|| e.get("valueFrom").cloned())
-                    .unwrap_or(Value::Null),
-            )
-        })
-        .collect()
+/// The LiteLLM config the ConfigMap carries.
+fn config_yaml(d: &Desired) -> String {
+    d.config_map
+        .as_ref()
+        .and_then(|c| c.data.as_ref())
+        .map(|data| data["config.yaml"].clone())
+        .expect("config")
 }
 
 fn proxy() -> Value {
@@ -84,20 +78,12 @@ fn proxy_names_labels_owner_port_and_endpoint() {
     let c = container(&d);
     assert_eq!(c["name"], "model-api");
     assert_eq!(c["image"], "litellm:main");
-    assert_eq!(
-        c["ports"],
-        json!([{"containerPort": 8000, "name": "http", "protocol": "TCP"}])
-    );
+    assert_serves_http_on(&d.deployment, &d.service, 8000);
     assert_eq!(
         c["args"],
         json!(["--config", "/etc/litellm/config.yaml", "--port", "8000"])
     );
-    let service = json_of(&d.service);
-    assert_eq!(service["metadata"]["name"], "modelapi-llm");
-    assert_eq!(
-        service["spec"]["ports"],
-        json!([{"name": "http", "port": 8000, "targetPort": 8000, "protocol": "TCP"}])
-    );
+    assert_eq!(json_of(&d.service)["metadata"]["name"], "modelapi-llm");
     assert_eq!(
         d.endpoint,
         "http://modelapi-llm.team.svc.cluster.local:8000"
@@ -172,32 +158,18 @@ fn proxy_env_order_and_sources() {
         ],
     );
     assert_eq!(
-        env_pairs(&container(&d)),
-        vec![
-            (
-                "PROXY_API_BASE".to_string(),
-                json!("https://api.openai.com/v1")
-            ),
-            (
-                "PROXY_API_KEY".to_string(),
-                json!({"secretKeyRef": {"name": "openai", "key": "api-key"}})
-            ),
-            ("LITELLM_LOG".to_string(), json!("DEBUG")),
-            ("OTEL_EXPORTER".to_string(), json!("otlp_grpc")),
-            (
-                "OTEL_EXPORTER_OTLP_ENDPOINT".to_string(),
-                json!("http://otel:4317")
-            ),
-            ("OTEL_SERVICE_NAME".to_string(), json!("llm")),
-            ("OTEL_PYTHON_EXCLUDED_URLS".to_string(), json!("/health")),
-        ]
+        env_with_sources(&d.deployment),
+        expected_env(&[
+            ("PROXY_API_BASE", "https://api.openai.com/v1"),
+            ("PROXY_API_KEY", "<secret openai/api-key>"),
+            ("LITELLM_LOG", "DEBUG"),
+            ("OTEL_EXPORTER", "otlp_grpc"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://otel:4317"),
+            ("OTEL_SERVICE_NAME", "llm"),
+            ("OTEL_PYTHON_EXCLUDED_URLS", "/health"),
+        ])
     );
-    let text = d
-        .config_map
-        .as_ref()
-        .and_then(|c| c.data.as_ref())
-        .map(|d| d["config.yaml"].clone())
-        .expect("config");
+    let text = config_yaml(&d);
     assert!(text.ends_with("litellm_settings:\n  drop_params: true\n  success_callback: [\"otel\"]\n  failure_callback: [\"otel\"]\n"), "{text}");
 
     // A literal key, a ConfigMap key; INFO by default; the user's env after PROXY_*, and a
@@ -205,21 +177,14 @@ fn proxy_env_order_and_sources() {
     let mut spec = proxy();
     spec["proxyConfig"]["apiKey"] = json!({"value": "sk-1"});
     spec["container"] = json!({"env": [{"name": "EXTRA", "value": "1"}, {"name": "LITELLM_LOG", "value": "ERROR"}]});
-    let pairs = env_pairs(&container(&built(spec, &[])));
     assert_eq!(
-        pairs,
-        vec![
-            (
-                "PROXY_API_BASE".to_string(),
-                json!("https://api.openai.com/v1")
-            ),
-            (
-                "PROXY_API_KEY".to_string(),
-                json!({"secretKeyRef": {"name": "modelapi-llm-api-key", "key": "api-key"}})
-            ),
-            ("EXTRA".to_string(), json!("1")),
-            ("LITELLM_LOG".to_string(), json!("ERROR")),
-        ]
+        env_with_sources(&built(spec, &[]).deployment),
+        expected_env(&[
+            ("PROXY_API_BASE", "https://api.openai.com/v1"),
+            ("PROXY_API_KEY", "<secret modelapi-llm-api-key/api-key>"),
+            ("EXTRA", "1"),
+            ("LITELLM_LOG", "ERROR"),
+        ])
     );
     let mut spec = proxy();
     spec["proxyConfig"]["apiKey"] =
@@ -228,16 +193,12 @@ fn proxy_env_order_and_sources() {
         .as_object_mut()
         .expect("object")
         .remove("apiBase");
-    let pairs = env_pairs(&container(&built(spec, &[])));
     assert_eq!(
-        pairs,
-        vec![
-            (
-                "PROXY_API_KEY".to_string(),
-                json!({"configMapKeyRef": {"name": "keys", "key": "k"}})
-            ),
-            ("LITELLM_LOG".to_string(), json!("INFO")),
-        ]
+        env_with_sources(&built(spec, &[]).deployment),
+        expected_env(&[
+            ("PROXY_API_KEY", "<configMap keys/k>"),
+            ("LITELLM_LOG", "INFO"),
+        ])
     );
 }
 
@@ -245,15 +206,9 @@ fn proxy_env_order_and_sources() {
 fn config_yaml_from_string_is_checked_and_from_secret_is_mounted() {
     let mut spec = proxy();
     spec["proxyConfig"]["configYaml"] = json!({"fromString": "model_list:\n  - model_name: gpt-4o\n    litellm_params: {model: azure/gpt-4o}\n"});
-    let d = built(spec.clone(), &[]);
-    let text = d
-        .config_map
-        .as_ref()
-        .and_then(|c| c.data.as_ref())
-        .map(|d| d["config.yaml"].clone())
-        .expect("config");
     assert_eq!(
-        text, "model_list:\n  - model_name: gpt-4o\n    litellm_params: {model: azure/gpt-4o}\n",
+        config_yaml(&built(spec.clone(), &[])),
+        "model_list:\n  - model_name: gpt-4o\n    litellm_params: {model: azure/gpt-4o}\n",
         "used verbatim"
     );
 
@@ -282,9 +237,7 @@ fn config_yaml_from_string_is_checked_and_from_secret_is_mounted() {
 }
 
 /// Ollama's home, where its data volume is (docs/security.md).
-fn home() -> (String, Value) {
-    ("HOME".to_string(), json!("/root"))
-}
+const HOME: (&str, &str) = ("HOME", "/root");
 
 #[test]
 fn hosted_runs_ollama_with_a_pull_init_container() {
@@ -299,7 +252,7 @@ fn hosted_runs_ollama_with_a_pull_init_container() {
         d.endpoint,
         "http://modelapi-llm.team.svc.cluster.local:11434"
     );
-    assert_eq!(json_of(&d.service)["spec"]["ports"][0]["port"], 11434);
+    assert_serves_http_on(&d.deployment, &d.service, 11434);
     let pod = json_of(&d.deployment)["spec"]["template"]["spec"].clone();
     assert_eq!(
         pod["volumes"],
@@ -324,10 +277,6 @@ fn hosted_runs_ollama_with_a_pull_init_container() {
         (Some("model-api"), Some("ollama:latest"))
     );
     assert_eq!(
-        c["ports"],
-        json!([{"containerPort": 11434, "name": "http", "protocol": "TCP"}])
-    );
-    assert_eq!(
         c["livenessProbe"]["httpGet"],
         json!({"path": "/", "port": 11434})
     );
@@ -340,33 +289,32 @@ fn hosted_runs_ollama_with_a_pull_init_container() {
         json!([{"name": "ollama-data", "mountPath": "/root/.ollama"}, {"name": "tmp", "mountPath": "/tmp"}])
     );
     assert_eq!(
-        env_pairs(c),
-        vec![home(), ("OLLAMA_DEBUG".to_string(), json!("1"))]
+        env_with_sources(&d.deployment),
+        expected_env(&[HOME, ("OLLAMA_DEBUG", "1")])
     );
     let trace = built(
         json!({"mode": "Hosted", "hostedConfig": {"model": "m"}}),
         &["--default-log-level=TRACE"],
     );
     assert_eq!(
-        env_pairs(&container(&trace)),
-        vec![home(), ("OLLAMA_DEBUG".to_string(), json!("2"))]
+        env_with_sources(&trace.deployment),
+        expected_env(&[HOME, ("OLLAMA_DEBUG", "2")])
     );
     let user = built(
         json!({"mode": "Hosted", "hostedConfig": {"model": "m"}, "container": {"env": [{"name": "OLLAMA_DEBUG", "value": "0"}]}}),
         &["--default-log-level=TRACE"],
     );
     assert_eq!(
-        env_pairs(&container(&user)),
-        vec![home(), ("OLLAMA_DEBUG".to_string(), json!("0"))],
+        env_with_sources(&user.deployment),
+        expected_env(&[HOME, ("OLLAMA_DEBUG", "0")]),
         "the user's value wins"
     );
-    assert_eq!(
-        env_pairs(&container(&built(
-            json!({"mode": "Hosted", "hostedConfig": {"model": "m"}}),
-            &[]
-        ))),
-        vec![home()]
+    // At INFO, the default, Ollama gets no OLLAMA_DEBUG.
+    let at_info = built(
+        json!({"mode": "Hosted", "hostedConfig": {"model": "m"}}),
+        &[],
     );
+    assert_eq!(env_with_sources(&at_info.deployment), expected_env(&[HOME]));
 }
 
 #[test]
@@ -387,8 +335,8 @@ fn container_overrides_pod_spec_merge_and_replicas() {
     assert_eq!(c["args"], json!(["--port", "8000"]));
     assert_eq!(c["resources"], json!({"limits": {"memory": "1Gi"}}));
     assert_eq!(
-        env_pairs(c).last(),
-        Some(&("FROM_POD".to_string(), json!("1"))),
+        env_with_sources(&d.deployment).last(),
+        Some(&("FROM_POD".to_string(), "1".to_string())),
         "podSpec env merged by name"
     );
     assert_eq!(pod["template"]["spec"]["containers"][1]["name"], "sidecar");
