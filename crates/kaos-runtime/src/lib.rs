@@ -12,6 +12,7 @@ pub mod error;
 pub mod events;
 pub mod leader;
 pub mod logging;
+pub mod metric_families;
 pub mod metrics;
 pub mod metrics_auth;
 pub mod metrics_tls;

@@ -12,9 +12,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Metric, Registry};
 
-mod families;
-
-pub use families::{Buckets, starting_at_zero};
+pub use crate::metric_families::{Buckets, starting_at_zero};
 
 use crate::process::ProcessCollector;
 use crate::workqueue::{Ticket, WorkQueue};

@@ -24,7 +24,7 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::metrics::Buckets;
+use crate::metric_families::Buckets;
 
 /// client-go's workqueue buckets (`prometheus.ExponentialBuckets(10e-9, 10, 12)`): 10 ns to
 /// 1000 s, each ten times the last.
