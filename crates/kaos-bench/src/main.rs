@@ -8,7 +8,7 @@
 //! every ModelAPI from Proxy to Hosted costs; plus requests per resource, reconcile latency,
 //! memory and CPU per controller.
 //!
-//!   scripts/build-static.sh target/bench agent-controller modelapi-controller mcpserver-controller memorystore-controller authz-controller kaos-testkit
+//!   scripts/build-static.sh target/bench agent-controller modelapi-controller mcpserver-controller memorystore-controller authz-controller workflow-controller kaos-testkit
 //!   KAOS_BIN_DIR=$PWD/target/bench cargo run -p kaos-bench -- --agents 100 --topology star --out bench.md
 //! (the driver may be a debug build: the measured processes are the release binaries it runs)
 //!
