@@ -47,14 +47,7 @@ impl Reconciles<MCPServer> for Context {
         let status_of =
             |conflict, deployment: Option<&_>, now| status(&s, &built, conflict, deployment, now);
         self.core
-            .converge_built(
-                s.as_ref(),
-                current,
-                &built,
-                &deployment,
-                children,
-                status_of,
-            )
+            .converge_built(&*s, current, &built, &deployment, children, status_of)
             .await
     }
 }

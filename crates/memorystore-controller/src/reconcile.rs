@@ -71,14 +71,7 @@ impl Reconciles<MemoryStore> for Context {
         };
         let deployment = build::deployment_name(&name);
         self.core
-            .converge_built(
-                s.as_ref(),
-                current,
-                &built,
-                &deployment,
-                children,
-                status_of,
-            )
+            .converge_built(&*s, current, &built, &deployment, children, status_of)
             .await
     }
 }

@@ -37,14 +37,7 @@ impl Reconciles<ModelAPI> for Context {
         let status_of =
             |conflict, deployment: Option<&_>, now| status(&m, &built, conflict, deployment, now);
         self.core
-            .converge_built(
-                m.as_ref(),
-                current,
-                &built,
-                &deployment,
-                children,
-                status_of,
-            )
+            .converge_built(&*m, current, &built, &deployment, children, status_of)
             .await
     }
 }
