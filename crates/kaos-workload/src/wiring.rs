@@ -87,6 +87,25 @@ pub struct Wiring<K: Primary> {
     runtime: Runtime,
 }
 
+/// The Controller's backoff after an error on its merged trigger streams: none. kube-runtime's
+/// default pauses *every* trigger stream (so every cache the Controller polls) after any error,
+/// for a backoff only a passed event resets. Our caches end their own errors
+/// ([`stores::without_errors`]) and each watcher backs off on its own; this keeps a future
+/// trigger that passes an error from stalling the others.
+struct NeverPause;
+
+impl Iterator for NeverPause {
+    type Item = std::time::Duration;
+
+    fn next(&mut self) -> Option<std::time::Duration> {
+        Some(std::time::Duration::ZERO)
+    }
+}
+
+impl kube::runtime::utils::Backoff for NeverPause {
+    fn reset(&mut self) {}
+}
+
 /// The work-queue key of an object: `namespace/name`, as [`Core::reconcile`] names it.
 fn queue_key(namespace: Option<&str>, name: &str) -> String {
     format!("{}/{name}", namespace.unwrap_or_default())
@@ -198,7 +217,9 @@ where
     let config = controller::Config::default()
         .concurrency(runtime.args.max_concurrent_reconciles)
         .debounce(runtime.args.reconcile_debounce);
-    let controller = Controller::for_stream(primary, store.clone()).with_config(config);
+    let controller = Controller::for_stream(primary, store.clone())
+        .with_config(config)
+        .trigger_backoff(NeverPause);
     let primary_synced = async move {
         let _ = primary_ready.wait_for(|synced| *synced).await;
     }
