@@ -76,10 +76,12 @@ def controllers(cluster, release, tmp_path_factory):
 
 class Namespaces:
     """Namespaces the tests create; deleted (and waited for) while the controllers still run,
-    since only they can remove their finalizers."""
+    since only they can remove their finalizers. A replica that exits meanwhile is started
+    again, as the kubelet would: one that lost its Lease to a fault in flight when the faults
+    test cleared them exits after that test's checks, and its finalizers would stay."""
 
-    def __init__(self, cluster):
-        self.cluster, self.names = cluster, []
+    def __init__(self, cluster, controllers):
+        self.cluster, self.controllers, self.names = cluster, controllers, []
 
     def create(self, name, *labels):
         create_namespace(self.cluster, name, labels)
@@ -90,13 +92,15 @@ class Namespaces:
         for name in self.names:
             delete_namespace(self.cluster, name)
         for name in self.names:
-            wait_until(f"namespace {name} to be deleted",
-                       lambda: self.cluster.get(f"/api/v1/namespaces/{name}") is None)
+            def deleted():
+                restarted = self.controllers.restart_exited()
+                return self.cluster.get(f"/api/v1/namespaces/{name}") is None, restarted
+            wait_until(f"namespace {name} to be deleted", deleted)
 
 
 @pytest.fixture(scope="module")
 def namespaces(cluster, controllers):
-    created = Namespaces(cluster)
+    created = Namespaces(cluster, controllers)
     yield created
     created.delete_all()
 
