@@ -7,6 +7,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kaos_api::agent::{Agent, AgentPhase, AgentSpec, AgentStatus};
+use kaos_api::common::WorkloadStatus;
 use kaos_workload::compact::Compact;
 use kaos_workload::packed::SlimMeta;
 use kaos_workload::reconciler::status_digest;
@@ -53,8 +54,10 @@ enum KeptCondition {
 
 impl From<AgentStatus> for StatusMemo {
     fn from(status: AgentStatus) -> Self {
+        let digest = status_digest(&status);
+        let status = status.workload;
         StatusMemo {
-            digest: status_digest(&status),
+            digest,
             phase: status.phase,
             endpoint: status.endpoint.map(String::into_boxed_str),
             conditions: status
@@ -80,7 +83,7 @@ impl From<AgentStatus> for StatusMemo {
 impl StatusMemo {
     /// A status holding what a new status keeps of this one, and nothing else.
     fn kept(&self) -> AgentStatus {
-        AgentStatus {
+        WorkloadStatus {
             phase: self.phase,
             endpoint: self.endpoint.as_deref().map(String::from),
             conditions: self
@@ -104,6 +107,7 @@ impl StatusMemo {
                 .collect(),
             ..Default::default()
         }
+        .into()
     }
 }
 

@@ -2,10 +2,9 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kaos_api::agent::{Agent, AgentPhase, AgentStatus};
-use kaos_api::common::Phase;
 use kaos_workload::conditions::{ConditionUpdate, remove_condition, set_condition};
 use kaos_workload::deployment_view::DeploymentView;
-use kaos_workload::rollout::{observe, summarize};
+use kaos_workload::rollout::{Summary, WorkloadReport, observe, summarize};
 
 use crate::build::{BuildError, Desired};
 use crate::resolve::Blocked;
@@ -75,64 +74,47 @@ pub fn status(
         }
         None => remove_condition(&mut conditions, MEMORY_DEGRADED),
     }
-    let (phase, reason, message, endpoint) = match outcome {
+    let (summary, endpoint) = match outcome {
         Outcome::Blocked(b) => {
             let phase = if b.waiting {
                 AgentPhase::Waiting
             } else {
                 AgentPhase::Failed
             };
-            (
+            let summary = Summary {
                 phase,
-                b.reason,
-                b.message.clone(),
-                previous.endpoint.clone(),
-            )
-        }
-        Outcome::Invalid(e) => (
-            AgentPhase::Failed,
-            e.reason,
-            e.message.clone(),
-            previous.endpoint.clone(),
-        ),
-        Outcome::Built(desired, problem) => {
-            let summary = summarize(
-                problem
-                    .as_ref()
-                    .map(|(reason, message)| (*reason, message.as_str())),
-                &rollout,
-            );
-            let phase = match summary.phase {
-                Phase::Ready => AgentPhase::Ready,
-                Phase::Pending => AgentPhase::Pending,
-                Phase::Failed => AgentPhase::Failed,
+                reason: b.reason,
+                message: b.message.clone(),
             };
-            (
-                phase,
-                summary.reason,
-                summary.message,
-                desired.endpoint.clone(),
-            )
+            (summary, previous.endpoint.clone())
+        }
+        Outcome::Invalid(e) => {
+            let summary = Summary {
+                phase: AgentPhase::Failed,
+                reason: e.reason,
+                message: e.message.clone(),
+            };
+            (summary, previous.endpoint.clone())
+        }
+        Outcome::Built(desired, problem) => {
+            let problem = problem.as_ref().map(|(r, m)| (*r, m.as_str()));
+            let summary = summarize(problem, &rollout).into_phase();
+            (summary, desired.endpoint.clone())
         }
     };
-    let ready = ConditionUpdate {
-        type_: READY,
-        status: phase == AgentPhase::Ready,
-        reason,
-        message: message.clone(),
-    };
-    set_condition(&mut conditions, ready, generation, now);
-    AgentStatus {
-        phase: Some(phase),
-        ready: phase == AgentPhase::Ready,
-        endpoint,
-        linked_resources: linked_resources(agent),
-        message: Some(message),
-        scale: rollout.into_scale_status(&crate::naming::labels(
-            agent.metadata.name.as_deref().unwrap_or_default(),
-        )),
-        observed_generation: generation,
+    let name = agent.metadata.name.as_deref().unwrap_or_default();
+    let report = WorkloadReport {
         conditions,
+        summary,
+        endpoint,
+        rollout,
+        labels: &crate::naming::labels(name),
+        generation,
+        now,
+    };
+    AgentStatus {
+        workload: report.status(),
+        linked_resources: linked_resources(agent),
     }
 }
 

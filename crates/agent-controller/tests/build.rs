@@ -313,7 +313,10 @@ fn mcp(name: &str, ready: bool) -> MCPServer {
 fn peer(name: &str, endpoint: Option<&str>) -> Agent {
     let mut a = agent(name, json!({"modelAPI": "llm", "model": "m"}));
     a.status = Some(kaos_api::agent::AgentStatus {
-        endpoint: endpoint.map(String::from),
+        workload: kaos_api::common::WorkloadStatus {
+            endpoint: endpoint.map(String::from),
+            ..Default::default()
+        },
         ..Default::default()
     });
     a
@@ -491,10 +494,10 @@ fn a_peer_is_listed_at_its_own_endpoint_until_its_status_says_otherwise() {
     let fresh = agent("fresh", json!({"modelAPI": "llm", "model": "m"}));
     // Reconciled but could not be built: its status has no endpoint, so it is skipped.
     let mut broken = peer("broken", None);
-    broken.status.as_mut().expect("status").phase = Some(AgentPhase::Failed);
+    broken.status.as_mut().expect("status").workload.phase = Some(AgentPhase::Failed);
     // Waiting for its own ModelAPI: not built yet either, so listed at its future endpoint.
     let mut waiting = peer("waiting", None);
-    waiting.status.as_mut().expect("status").phase = Some(AgentPhase::Waiting);
+    waiting.status.as_mut().expect("status").workload.phase = Some(AgentPhase::Waiting);
     let find = |n: &str| match n {
         "fresh" => advertised_endpoint(&fresh),
         "broken" => advertised_endpoint(&broken),

@@ -7,14 +7,13 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::common::{
-    Conditions, DNS_LABEL, MAX_ENV_TEXT, MAX_MODEL_ID, ScaleStatus, Telemetry,
-    condition_list_schema, default_true,
+    DNS_LABEL, MAX_ENV_TEXT, MAX_MODEL_ID, Phase, Telemetry, WorkloadStatus, default_true,
 };
 use crate::mcpserver;
 use crate::memorystore::{self, ReadScope};
 use crate::modelapi;
 use crate::scaling::WorkloadScaling;
-use crate::workload::{WorkloadSpec, describe_workload_fields};
+use crate::workload::{WorkloadSpec, describe_fields, describe_workload_fields};
 
 /// The longest Agent name: its Deployment and Service `agent-<name>` must be a DNS label (63).
 pub const MAX_NAME_LENGTH: u32 = 57;
@@ -411,7 +410,7 @@ pub struct MemoryClientParams {
 /// The lifecycle phase of an Agent. `Waiting`: the ModelAPI or an MCPServer is not ready yet
 /// (or, before the first Deployment, the MemoryStore);
 /// `Failed`: something is missing or unsupported, as `message` and the `Ready` condition say.
-// This comment, not one on `AgentStatus::phase`, is the schema's description of `status.phase`.
+// This comment, not one on `WorkloadStatus::phase`, is the schema's description of `status.phase`.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
 pub enum AgentPhase {
     #[default]
@@ -420,6 +419,17 @@ pub enum AgentPhase {
     Failed,
     /// Waiting for the ModelAPI, an MCPServer or (before the first Deployment) the MemoryStore.
     Waiting,
+}
+
+/// A workload's phase as an Agent's (which adds `Waiting`).
+impl From<Phase> for AgentPhase {
+    fn from(phase: Phase) -> Self {
+        match phase {
+            Phase::Pending => AgentPhase::Pending,
+            Phase::Ready => AgentPhase::Ready,
+            Phase::Failed => AgentPhase::Failed,
+        }
+    }
 }
 
 impl AgentPhase {
@@ -443,32 +453,51 @@ impl AgentPhase {
 /// The observed state of an Agent.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = describe_agent_status_fields)]
 pub struct AgentStatus {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<AgentPhase>,
-    /// True when the Deployment has at least one ready replica.
-    #[serde(default)]
-    pub ready: bool,
-    /// Base URL of the agent's Service, `http://<service>.<namespace>.svc.cluster.local:<port>`
-    /// (no path); empty when not exposed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub endpoint: Option<String>,
+    /// `phase`, `ready`, `endpoint`, `message`, the Deployment's scale, `observedGeneration`
+    /// and `conditions` (`Ready`, `DependenciesReady` and `MemoryDegraded`), as every workload
+    /// kind reports them; the phase can be `Waiting`.
+    #[serde(flatten)]
+    pub workload: WorkloadStatus<AgentPhase>,
     /// The resources this agent is wired to, e.g. `{"modelapi": "<spec.modelAPI>"}`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub linked_resources: BTreeMap<String, String>,
-    /// A human-readable summary of the phase, e.g. `Deployment ready replicas: 1/1`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    /// `deployment`, `replicas`, `desiredReplicas` and `selector`.
-    #[serde(flatten)]
-    pub scale: ScaleStatus,
-    /// The `metadata.generation` this status describes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-    /// `Ready` and `DependenciesReady`, with machine-readable reasons.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(transform = condition_list_schema)]
-    pub conditions: Conditions,
+}
+
+fn describe_agent_status_fields(schema: &mut schemars::Schema) {
+    describe_fields(
+        schema,
+        &[
+            (
+                "endpoint",
+                "Base URL of the agent's Service, `http://<service>.<namespace>.svc.cluster.local:<port>` (no path); empty when not exposed.",
+            ),
+            (
+                "conditions",
+                "`Ready`, `DependenciesReady` and (with a MemoryStore) `MemoryDegraded`, with machine-readable reasons.",
+            ),
+        ],
+    );
+}
+
+/// A workload's status, linked to nothing.
+impl From<WorkloadStatus<AgentPhase>> for AgentStatus {
+    fn from(workload: WorkloadStatus<AgentPhase>) -> Self {
+        AgentStatus {
+            workload,
+            linked_resources: BTreeMap::new(),
+        }
+    }
+}
+
+/// An Agent's status reads as a workload's (`status.ready`, `status.endpoint`, …).
+impl std::ops::Deref for AgentStatus {
+    type Target = WorkloadStatus<AgentPhase>;
+
+    fn deref(&self) -> &WorkloadStatus<AgentPhase> {
+        &self.workload
+    }
 }
 
 impl AgentSpec {

@@ -206,12 +206,14 @@ pub struct ScaleStatus {
 
 /// The observed state: phase, readiness, endpoint and the owned Deployment's status (the
 /// status of ModelAPI and MemoryStore, which add nothing of their own).
+// Flattened into an Agent's and an MCPServer's status, which add a field each. `P` is the
+// kind's phase: `Phase`, or an Agent's, which can also wait.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct WorkloadStatus {
-    /// The lifecycle phase; `Failed` says what to fix in `message` and the `Ready` condition.
+pub struct WorkloadStatus<P = Phase> {
+    // The phase enum's own comment is the schema's description of `status.phase`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<Phase>,
+    pub phase: Option<P>,
     /// True when the Deployment has at least one ready replica.
     #[serde(default)]
     pub ready: bool,
@@ -234,7 +236,8 @@ pub struct WorkloadStatus {
     pub conditions: Conditions,
 }
 
-/// The lifecycle phase of a ModelAPI or MCPServer.
+/// The lifecycle phase of a ModelAPI, MCPServer or MemoryStore; `Failed` says what to fix in
+/// `message` and the `Ready` condition.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
 pub enum Phase {
     #[default]

@@ -97,6 +97,16 @@ pub struct MCPServerStatus {
     pub available_tools: Vec<String>,
 }
 
+/// A workload's status, with no tools listed.
+impl From<WorkloadStatus> for MCPServerStatus {
+    fn from(workload: WorkloadStatus) -> Self {
+        MCPServerStatus {
+            workload,
+            available_tools: Vec::new(),
+        }
+    }
+}
+
 /// An MCPServer's status reads as a workload's (`status.ready`, `status.endpoint`, …).
 impl std::ops::Deref for MCPServerStatus {
     type Target = WorkloadStatus;

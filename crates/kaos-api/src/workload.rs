@@ -46,18 +46,24 @@ impl WorkloadSpec {
 /// `container` overrides (`container`: its description) and the identity `security.id` gives
 /// (`kind`: `agent`, `modelapi`, …).
 pub(crate) fn describe_workload_fields(schema: &mut schemars::Schema, container: &str, kind: &str) {
+    let identity = format!(
+        "A stable identity, `kaos://{kind}/<id>`, in place of `kaos://{kind}/<namespace>/<name>`."
+    );
+    describe_fields(schema, &[("container", container), ("security", &identity)]);
+}
+
+/// Sets the description of each named property of an object schema: for a kind's own words
+/// on a field it shares with others through a flattened type.
+pub(crate) fn describe_fields(schema: &mut schemars::Schema, fields: &[(&str, &str)]) {
     let Some(properties) = schema
         .get_mut("properties")
         .and_then(serde_json::Value::as_object_mut)
     else {
         return;
     };
-    let identity = format!(
-        "A stable identity, `kaos://{kind}/<id>`, in place of `kaos://{kind}/<namespace>/<name>`."
-    );
-    for (field, description) in [("container", container), ("security", identity.as_str())] {
-        if let Some(property) = properties.get_mut(field).and_then(|p| p.as_object_mut()) {
-            property.insert("description".into(), description.into());
+    for (field, description) in fields {
+        if let Some(property) = properties.get_mut(*field).and_then(|p| p.as_object_mut()) {
+            property.insert("description".into(), (*description).into());
         }
     }
 }

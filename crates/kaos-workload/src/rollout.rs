@@ -3,9 +3,11 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kaos_api::common::{DeploymentStatus, Phase, ScaleStatus, WorkloadStatus};
+
 use crate::build_error::BuildError;
 use crate::deployment_view::DeploymentView;
-use kaos_api::common::{DeploymentStatus, Phase, ScaleStatus, WorkloadStatus};
 
 /// The state of an owned Deployment as the custom resource reports it.
 #[derive(Clone, Debug, PartialEq)]
@@ -79,12 +81,24 @@ pub fn observe(deployment: Option<&DeploymentView>) -> Rollout {
 /// The phase, Ready condition and message of a workload: Failed with the builder's error when
 /// the spec cannot be built, Failed when the rollout failed, else Ready once a replica is ready,
 /// else Pending.
+/// `P` is the kind's phase ([`Phase`], or an Agent's, which can also wait).
 #[derive(Clone, Debug, PartialEq)]
-pub struct Summary {
-    pub phase: Phase,
+pub struct Summary<P = Phase> {
+    pub phase: P,
     /// The `Ready` condition's reason.
     pub reason: &'static str,
     pub message: String,
+}
+
+impl Summary {
+    /// The same summary in the phases of a kind that has more (an Agent's).
+    pub fn into_phase<P: From<Phase>>(self) -> Summary<P> {
+        Summary {
+            phase: self.phase.into(),
+            reason: self.reason,
+            message: self.message,
+        }
+    }
 }
 
 pub fn summarize(build_error: Option<(&'static str, &str)>, rollout: &Rollout) -> Summary {
@@ -125,42 +139,43 @@ pub fn summarize_built<D>(
 }
 
 /// Sets the `Ready` condition from a summary.
-pub fn set_ready_condition(
-    conditions: &mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
-    summary: &Summary,
+fn set_ready_condition(
+    conditions: &mut Vec<Condition>,
+    summary: &Summary<impl Copy + PartialEq + From<Phase>>,
     generation: Option<i64>,
-    now: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+    now: Time,
 ) {
     let ready = crate::conditions::ConditionUpdate {
         type_: "Ready",
-        status: summary.phase == Phase::Ready,
+        status: summary.phase == Phase::Ready.into(),
         reason: summary.reason,
         message: summary.message.clone(),
     };
     crate::conditions::set_condition(conditions, ready, generation, now);
 }
 
-/// What a workload kind's status (a ModelAPI's, an MCPServer's, a MemoryStore's) says once
-/// a reconcile got as far as `summary`: its phase, readiness, message and `Ready` condition
-/// (beside the other conditions of `previous`), its `endpoint`, and the `rollout` of the
-/// Deployment running the pods labelled `labels`.
-pub struct WorkloadReport<'a> {
-    pub previous: &'a WorkloadStatus,
-    pub summary: Summary,
+/// What a workload kind's status says once a reconcile got as far as `summary`: its phase,
+/// readiness, message and `Ready` condition (beside the other `conditions` it shows), its
+/// `endpoint`, and the `rollout` of the Deployment running the pods labelled `labels`.
+pub struct WorkloadReport<'a, P = Phase> {
+    /// The conditions the status shows besides `Ready` (the previous status's, with the
+    /// kind's own already set).
+    pub conditions: Vec<Condition>,
+    pub summary: Summary<P>,
     pub endpoint: Option<String>,
     pub rollout: Rollout,
     pub labels: &'a BTreeMap<String, String>,
     pub generation: Option<i64>,
-    pub now: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+    pub now: Time,
 }
 
-impl WorkloadReport<'_> {
-    pub fn status(self) -> WorkloadStatus {
-        let mut conditions = self.previous.conditions.clone();
+impl<P: Copy + PartialEq + From<Phase>> WorkloadReport<'_, P> {
+    pub fn status(self) -> WorkloadStatus<P> {
+        let mut conditions = self.conditions;
         set_ready_condition(&mut conditions, &self.summary, self.generation, self.now);
         WorkloadStatus {
             phase: Some(self.summary.phase),
-            ready: self.summary.phase == Phase::Ready,
+            ready: self.summary.phase == Phase::Ready.into(),
             endpoint: self.endpoint,
             message: Some(self.summary.message),
             scale: self.rollout.into_scale_status(self.labels),

@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::Parser;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kaos_api::agent::{Agent, AgentStatus};
+use kaos_api::common::WorkloadStatus;
 use kaos_runtime::{ControllerId, Runtime, RuntimeArgs};
 use kaos_testkit::{ApiServer, Cluster};
 use kaos_workload::child_store::child_store;
@@ -281,8 +282,11 @@ async fn status_is_written_once_per_change_and_dropped_fields_go() {
         .expect("create");
 
     let with_endpoint = AgentStatus {
-        ready: true,
-        endpoint: Some("http://agent-a.default.svc.cluster.local:8000".into()),
+        workload: WorkloadStatus {
+            ready: true,
+            endpoint: Some("http://agent-a.default.svc.cluster.local:8000".into()),
+            ..Default::default()
+        },
         ..Default::default()
     };
     assert!(
@@ -303,10 +307,7 @@ async fn status_is_written_once_per_change_and_dropped_fields_go() {
     assert!(!write_over_stored(&core, &stored, &with_endpoint).await);
     assert_eq!(writes(&api), before);
 
-    let without = AgentStatus {
-        ready: false,
-        ..Default::default()
-    };
+    let without = AgentStatus::default();
     assert!(write_over_stored(&core, &stored, &without).await);
     let stored = agents.get("a").await.expect("get").status.expect("status");
     assert_eq!(

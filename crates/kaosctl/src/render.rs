@@ -38,10 +38,10 @@ impl Rendered {
 }
 
 /// The status a resource that rendered publishes once Ready, for those that depend on it.
-fn ready_at(endpoint: String) -> kaos_api::common::WorkloadStatus {
+fn ready_at<P: Default>(endpoint: Option<String>) -> kaos_api::common::WorkloadStatus<P> {
     kaos_api::common::WorkloadStatus {
         ready: true,
-        endpoint: Some(endpoint),
+        endpoint,
         ..Default::default()
     }
 }
@@ -273,7 +273,7 @@ pub fn render(documents: &[Value]) -> anyhow::Result<Rendered> {
                     .scaled(desired.scaled)
                     .fenced(desired.network_policy),
                 );
-                m.status = Some(ready_at(desired.endpoint));
+                m.status = Some(ready_at(Some(desired.endpoint)));
             }
             Err(e) => rendered.problem("ModelAPI", &m.name_any(), &e.message),
         }
@@ -282,10 +282,7 @@ pub fn render(documents: &[Value]) -> anyhow::Result<Rendered> {
         match mcpserver_controller::build::build(s, &registry, &settings.mcpserver) {
             Ok(desired) => {
                 push_children(&mut rendered.objects, desired.children);
-                s.status = Some(kaos_api::mcpserver::MCPServerStatus {
-                    workload: ready_at(desired.endpoint),
-                    ..Default::default()
-                });
+                s.status = Some(ready_at(Some(desired.endpoint)).into());
             }
             Err(e) => rendered.problem("MCPServer", &s.name_any(), &e.message),
         }
@@ -314,7 +311,7 @@ pub fn render(documents: &[Value]) -> anyhow::Result<Rendered> {
                         ..desired.workload
                     },
                 );
-                s.status = Some(ready_at(desired.endpoint));
+                s.status = Some(ready_at(Some(desired.endpoint)));
             }
             Err(message) => rendered.problem("MemoryStore", &s.name_any(), &message),
         }
@@ -324,11 +321,7 @@ pub fn render(documents: &[Value]) -> anyhow::Result<Rendered> {
         let endpoint = agent_controller::build::build(a, &Default::default(), &settings.agent)
             .ok()
             .and_then(|d| d.endpoint);
-        a.status = Some(kaos_api::agent::AgentStatus {
-            ready: true,
-            endpoint,
-            ..Default::default()
-        });
+        a.status = Some(ready_at(endpoint).into());
     }
     for a in &agents {
         let ns = a.namespace();

@@ -23,7 +23,7 @@ pub fn status(
         labels: &labels(s.metadata.name.as_deref().unwrap_or_default()),
         generation: s.metadata.generation,
         now,
-        previous: &previous,
+        conditions: previous.conditions,
     };
     MCPServerStatus {
         workload: report.status(),

@@ -48,7 +48,7 @@ pub fn status(
         labels: &labels(store.metadata.name.as_deref().unwrap_or_default()),
         generation: store.metadata.generation,
         now,
-        previous: &previous,
+        conditions: previous.conditions,
     }
     .status()
 }

@@ -29,7 +29,7 @@ pub fn status(
         labels: &labels(m.metadata.name.as_deref().unwrap_or_default()),
         generation,
         now: now.clone(),
-        previous: &previous,
+        conditions: previous.conditions,
     }
     .status();
     if built.as_ref().is_ok_and(|d| d.telemetry_ignored) {
