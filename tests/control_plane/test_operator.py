@@ -94,7 +94,11 @@ class Namespaces:
         for name in self.names:
             def deleted():
                 restarted = self.controllers.restart_exited()
-                return self.cluster.get(f"/api/v1/namespaces/{name}") is None, restarted
+                if self.cluster.get(f"/api/v1/namespaces/{name}") is None:
+                    return True
+                left = [(kind, o["metadata"]["name"], o["metadata"].get("finalizers"))
+                        for kind, o in resources(self.cluster, name)]
+                return False, {"left": left, "restarted just now": restarted}
             wait_until(f"namespace {name} to be deleted", deleted)
 
 

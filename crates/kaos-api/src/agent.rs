@@ -455,9 +455,9 @@ impl AgentPhase {
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = describe_agent_status_fields)]
 pub struct AgentStatus {
-    /// `phase`, `ready`, `endpoint`, `message`, the Deployment's scale, `observedGeneration`
-    /// and `conditions` (`Ready`, `DependenciesReady` and `MemoryDegraded`), as every workload
-    /// kind reports them; the phase can be `Waiting`.
+    /// `phase` (which can be `Waiting`), `ready`, `endpoint`, `message`, the Deployment's
+    /// scale, `observedGeneration` and `conditions`, as every workload kind reports them; the
+    /// schema's words on `endpoint` and `conditions` are the Agent's own (see below).
     #[serde(flatten)]
     pub workload: WorkloadStatus<AgentPhase>,
     /// The resources this agent is wired to, e.g. `{"modelapi": "<spec.modelAPI>"}`.
@@ -465,6 +465,7 @@ pub struct AgentStatus {
     pub linked_resources: BTreeMap<String, String>,
 }
 
+/// What `endpoint` and `conditions` mean for an Agent, in its schema.
 fn describe_agent_status_fields(schema: &mut schemars::Schema) {
     describe_fields(
         schema,

@@ -81,6 +81,7 @@ pub fn observe(deployment: Option<&DeploymentView>) -> Rollout {
 /// The phase, Ready condition and message of a workload: Failed with the builder's error when
 /// the spec cannot be built, Failed when the rollout failed, else Ready once a replica is ready,
 /// else Pending.
+///
 /// `P` is the kind's phase ([`Phase`], or an Agent's, which can also wait).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Summary<P = Phase> {
