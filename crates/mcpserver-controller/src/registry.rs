@@ -12,27 +12,20 @@ pub const KEY: &str = "runtimes.yaml";
 /// The registry the operator ships (also in the Helm chart and `kaosctl dev`).
 pub const DEFAULT_RUNTIMES_YAML: &str = include_str!("default-runtimes.yaml");
 
-/// One runtime: how to start an MCP server of that kind.
+/// One runtime: how to start an MCP server of that kind. Every field may be left out.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
+#[serde(default, rename_all = "camelCase")]
 pub struct RuntimeSpec {
-    #[serde(default, rename = "type")]
+    #[serde(rename = "type")]
     pub runtime_type: Option<String>,
-    #[serde(default)]
     pub image: Option<String>,
-    #[serde(default)]
     pub description: Option<String>,
-    #[serde(default)]
     pub command: Vec<String>,
-    #[serde(default)]
     pub args: Vec<String>,
     /// The variable `spec.params` is passed in.
-    #[serde(default)]
     pub params_env_var: Option<String>,
-    #[serde(default)]
     pub transport: Option<String>,
     /// Variables the server cannot start without; checked against the container's env.
-    #[serde(default)]
     pub required_env: Vec<String>,
 }
 

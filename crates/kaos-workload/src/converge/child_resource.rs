@@ -1,4 +1,5 @@
-//! What converge needs of each child type: its API, what its cache keeps and how it is compared.
+//! What converge needs of each child type: its kind, its API, its cache in [`Children`], what
+//! that cache keeps and how it is compared.
 
 use std::fmt::Debug;
 
@@ -14,6 +15,8 @@ use kube::core::DynamicObject;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::{ChildKind, Children};
+use crate::child_store::ChildStore;
 use crate::children::{stamp_desired_hash, stamp_with};
 use crate::deployment_view::DeploymentView;
 use crate::gateway::http_route_resource;
@@ -21,7 +24,8 @@ use crate::meta_view::MetaView;
 use crate::packed::Labelled;
 use crate::podspec::secret_hash;
 
-/// What converge needs of a child type: its API, what its cache keeps and how it is compared.
+/// What converge needs of a child type: its kind, its API, its cache in [`Children`], what that
+/// cache keeps and how it is compared.
 pub trait ChildResource:
     Resource<DynamicType: Eq + std::hash::Hash + Clone>
     + Clone
@@ -41,6 +45,7 @@ pub trait ChildResource:
         + Send
         + Sync
         + 'static;
+    const KIND: ChildKind;
     /// Whether the cache keeps the whole object, so drift is read from it (else only its
     /// metadata, and its spec's drift from its content version).
     const CACHED_WHOLE: bool;
@@ -57,9 +62,12 @@ pub trait ChildResource:
         stamp_desired_hash(desired)
     }
     fn api(client: &kube::Client, namespace: &str) -> Api<Self>;
+    /// The controller's cache of this kind; None when it has no children of this kind.
+    fn store(children: &Children) -> Option<&ChildStore<Self::Cached>>;
 }
 
 impl ChildResource for Deployment {
+    const KIND: ChildKind = ChildKind::Deployment;
     type Cached = DeploymentView;
     const CACHED_WHOLE: bool = false;
     fn content_version(meta: &ObjectMeta) -> Option<String> {
@@ -68,25 +76,37 @@ impl ChildResource for Deployment {
     fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
         Api::namespaced(client.clone(), namespace)
     }
+    fn store(children: &Children) -> Option<&ChildStore<Self::Cached>> {
+        Some(&children.deployments)
+    }
 }
 
 impl ChildResource for Service {
+    const KIND: ChildKind = ChildKind::Service;
     type Cached = MetaView<Service>;
     const CACHED_WHOLE: bool = false;
     fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
         Api::namespaced(client.clone(), namespace)
     }
+    fn store(children: &Children) -> Option<&ChildStore<Self::Cached>> {
+        Some(&children.services)
+    }
 }
 
 impl ChildResource for ConfigMap {
+    const KIND: ChildKind = ChildKind::ConfigMap;
     type Cached = ConfigMap;
     const CACHED_WHOLE: bool = true;
     fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
         Api::namespaced(client.clone(), namespace)
     }
+    fn store(children: &Children) -> Option<&ChildStore<Self::Cached>> {
+        children.config_maps.as_ref()
+    }
 }
 
 impl ChildResource for Secret {
+    const KIND: ChildKind = ChildKind::Secret;
     type Cached = MetaView<Secret>;
     const CACHED_WHOLE: bool = false;
     /// One-way: the stamp is on the object, its content is a secret.
@@ -96,26 +116,38 @@ impl ChildResource for Secret {
     fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
         Api::namespaced(client.clone(), namespace)
     }
+    fn store(children: &Children) -> Option<&ChildStore<Self::Cached>> {
+        children.secrets.as_ref()
+    }
 }
 
 impl ChildResource for DynamicObject {
+    const KIND: ChildKind = ChildKind::HttpRoute;
     type Cached = DynamicObject;
     const CACHED_WHOLE: bool = true;
     fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
         Api::namespaced_with(client.clone(), namespace, &http_route_resource())
     }
+    fn store(children: &Children) -> Option<&ChildStore<Self::Cached>> {
+        children.routes.as_ref()
+    }
 }
 
 impl ChildResource for PersistentVolumeClaim {
+    const KIND: ChildKind = ChildKind::PersistentVolumeClaim;
     type Cached = MetaView<PersistentVolumeClaim>;
     const CACHED_WHOLE: bool = false;
     const CREATE_ONLY: bool = true;
     fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
         Api::namespaced(client.clone(), namespace)
     }
+    fn store(children: &Children) -> Option<&ChildStore<Self::Cached>> {
+        children.claims.as_ref()
+    }
 }
 
 impl ChildResource for PodDisruptionBudget {
+    const KIND: ChildKind = ChildKind::PodDisruptionBudget;
     type Cached = MetaView<PodDisruptionBudget>;
     const CACHED_WHOLE: bool = false;
     /// Its spec moves the generation; the disruption controller's status writes do not.
@@ -125,20 +157,31 @@ impl ChildResource for PodDisruptionBudget {
     fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
         Api::namespaced(client.clone(), namespace)
     }
+    fn store(children: &Children) -> Option<&ChildStore<Self::Cached>> {
+        children.disruption_budgets.as_ref()
+    }
 }
 
 impl ChildResource for HorizontalPodAutoscaler {
+    const KIND: ChildKind = ChildKind::HorizontalPodAutoscaler;
     type Cached = HorizontalPodAutoscaler;
     const CACHED_WHOLE: bool = true;
     fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
         Api::namespaced(client.clone(), namespace)
     }
+    fn store(children: &Children) -> Option<&ChildStore<Self::Cached>> {
+        children.autoscalers.as_ref()
+    }
 }
 
 impl ChildResource for NetworkPolicy {
+    const KIND: ChildKind = ChildKind::NetworkPolicy;
     type Cached = MetaView<NetworkPolicy>;
     const CACHED_WHOLE: bool = false;
     fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
         Api::namespaced(client.clone(), namespace)
+    }
+    fn store(children: &Children) -> Option<&ChildStore<Self::Cached>> {
+        children.network_policies.as_ref()
     }
 }

@@ -88,7 +88,6 @@ impl Children {
         let mut converged = Converged::default();
         let own = own_sources(&set);
         let autoscaled = set.autoscaled_replicas;
-        let keep = |_: &mut Service, _: Option<&MetaView<Service>>| {};
         for child in set.apply {
             let kind = child.kind();
             let outcome = match child {
@@ -100,41 +99,16 @@ impl Children {
                             spec.replicas = Some(live.map_or(initial, DeploymentView::replicas));
                         }
                     };
-                    self.apply_with(parent, kind, &self.deployments, *d, carry)
-                        .await?
+                    self.apply_with(parent, *d, carry).await?
                 }
-                Child::Service(s) => {
-                    self.apply_with(parent, kind, &self.services, *s, keep)
-                        .await?
-                }
-                Child::ConfigMap(c) => match &self.config_maps {
-                    Some(store) => self.apply(parent, kind, store, *c).await?,
-                    None => Applied::Unchanged,
-                },
-                Child::Secret(s) => match &self.secrets {
-                    Some(store) => self.apply(parent, kind, store, *s).await?,
-                    None => Applied::Unchanged,
-                },
-                Child::HttpRoute(r) => match &self.routes {
-                    Some(store) => self.apply(parent, kind, store, *r).await?,
-                    None => Applied::Unchanged,
-                },
-                Child::PersistentVolumeClaim(c) => match &self.claims {
-                    Some(store) => self.apply(parent, kind, store, *c).await?,
-                    None => Applied::Unchanged,
-                },
-                Child::PodDisruptionBudget(b) => match &self.disruption_budgets {
-                    Some(store) => self.apply(parent, kind, store, *b).await?,
-                    None => Applied::Unchanged,
-                },
-                Child::HorizontalPodAutoscaler(a) => match &self.autoscalers {
-                    Some(store) => self.apply(parent, kind, store, *a).await?,
-                    None => Applied::Unchanged,
-                },
-                Child::NetworkPolicy(p) => match &self.network_policies {
-                    Some(store) => self.apply(parent, kind, store, *p).await?,
-                    None => Applied::Unchanged,
-                },
+                Child::Service(s) => self.apply(parent, *s).await?,
+                Child::ConfigMap(c) => self.apply(parent, *c).await?,
+                Child::Secret(s) => self.apply(parent, *s).await?,
+                Child::HttpRoute(r) => self.apply(parent, *r).await?,
+                Child::PersistentVolumeClaim(c) => self.apply(parent, *c).await?,
+                Child::PodDisruptionBudget(b) => self.apply(parent, *b).await?,
+                Child::HorizontalPodAutoscaler(a) => self.apply(parent, *a).await?,
+                Child::NetworkPolicy(p) => self.apply(parent, *p).await?,
             };
             match outcome {
                 Applied::Unchanged => {}
@@ -146,57 +120,22 @@ impl Children {
         }
         for (kind, name) in set.absent {
             let deleted = match kind {
-                ChildKind::Deployment => {
-                    self.delete::<Deployment>(parent, kind, &self.deployments, &name)
+                ChildKind::Deployment => self.delete::<Deployment>(parent, &name).await?,
+                ChildKind::Service => self.delete::<Service>(parent, &name).await?,
+                ChildKind::ConfigMap => self.delete::<ConfigMap>(parent, &name).await?,
+                ChildKind::Secret => self.delete::<Secret>(parent, &name).await?,
+                ChildKind::HttpRoute => self.delete::<DynamicObject>(parent, &name).await?,
+                ChildKind::PersistentVolumeClaim => {
+                    self.delete::<PersistentVolumeClaim>(parent, &name).await?
+                }
+                ChildKind::PodDisruptionBudget => {
+                    self.delete::<PodDisruptionBudget>(parent, &name).await?
+                }
+                ChildKind::HorizontalPodAutoscaler => {
+                    self.delete::<HorizontalPodAutoscaler>(parent, &name)
                         .await?
                 }
-                ChildKind::Service => {
-                    self.delete::<Service>(parent, kind, &self.services, &name)
-                        .await?
-                }
-                ChildKind::ConfigMap => match &self.config_maps {
-                    Some(store) => self.delete::<ConfigMap>(parent, kind, store, &name).await?,
-                    None => false,
-                },
-                ChildKind::Secret => match &self.secrets {
-                    Some(store) => self.delete::<Secret>(parent, kind, store, &name).await?,
-                    None => false,
-                },
-                ChildKind::HttpRoute => match &self.routes {
-                    Some(store) => {
-                        self.delete::<DynamicObject>(parent, kind, store, &name)
-                            .await?
-                    }
-                    None => false,
-                },
-                ChildKind::PersistentVolumeClaim => match &self.claims {
-                    Some(store) => {
-                        self.delete::<PersistentVolumeClaim>(parent, kind, store, &name)
-                            .await?
-                    }
-                    None => false,
-                },
-                ChildKind::PodDisruptionBudget => match &self.disruption_budgets {
-                    Some(store) => {
-                        self.delete::<PodDisruptionBudget>(parent, kind, store, &name)
-                            .await?
-                    }
-                    None => false,
-                },
-                ChildKind::HorizontalPodAutoscaler => match &self.autoscalers {
-                    Some(store) => {
-                        self.delete::<HorizontalPodAutoscaler>(parent, kind, store, &name)
-                            .await?
-                    }
-                    None => false,
-                },
-                ChildKind::NetworkPolicy => match &self.network_policies {
-                    Some(store) => {
-                        self.delete::<NetworkPolicy>(parent, kind, store, &name)
-                            .await?
-                    }
-                    None => false,
-                },
+                ChildKind::NetworkPolicy => self.delete::<NetworkPolicy>(parent, &name).await?,
             };
             if deleted {
                 converged
@@ -207,33 +146,29 @@ impl Children {
         Ok(converged)
     }
 
-    async fn apply<K>(
-        &self,
-        parent: &Parent<'_>,
-        kind: ChildKind,
-        store: &ChildStore<K::Cached>,
-        desired: K,
-    ) -> Result<Applied, ReconcileError>
+    async fn apply<K>(&self, parent: &Parent<'_>, desired: K) -> Result<Applied, ReconcileError>
     where
         K: ChildResource,
     {
-        self.apply_with(parent, kind, store, desired, |_, _| {})
-            .await
+        self.apply_with(parent, desired, |_, _| {}).await
     }
 
     /// [`Self::apply`], with `carry` filling in, only when it is written, what the desired
-    /// object leaves out of the comparison (it sees the cached child, if any).
+    /// object leaves out of the comparison (it sees the cached child, if any). A kind the
+    /// controller keeps no cache of is not written.
     async fn apply_with<K>(
         &self,
         parent: &Parent<'_>,
-        kind: ChildKind,
-        store: &ChildStore<K::Cached>,
         mut desired: K,
         carry: impl FnOnce(&mut K, Option<&K::Cached>),
     ) -> Result<Applied, ReconcileError>
     where
         K: ChildResource,
     {
+        let Some(store) = K::store(self) else {
+            return Ok(Applied::Unchanged);
+        };
+        let kind = K::KIND;
         let hash = K::stamp(&mut desired);
         let name = desired.name_any();
         let namespace = parent.namespace;
@@ -364,18 +299,14 @@ impl Children {
         Ok(covered)
     }
 
-    async fn delete<K>(
-        &self,
-        parent: &Parent<'_>,
-        kind: ChildKind,
-        store: &ChildStore<K::Cached>,
-        name: &str,
-    ) -> Result<bool, ReconcileError>
+    /// Deletes the child if we control it; a kind the controller keeps no cache of has none.
+    async fn delete<K>(&self, parent: &Parent<'_>, name: &str) -> Result<bool, ReconcileError>
     where
         K: ChildResource,
     {
+        let kind = K::KIND;
         let namespace = parent.namespace;
-        let Some(observed) = store.get(namespace, name) else {
+        let Some(observed) = K::store(self).and_then(|store| store.get(namespace, name)) else {
             return Ok(false);
         };
         if !controlled_by(observed.meta(), parent.uid)

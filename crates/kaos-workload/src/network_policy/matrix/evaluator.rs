@@ -4,7 +4,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
-use k8s_openapi::api::networking::v1::{NetworkPolicy, NetworkPolicyPeer, NetworkPolicyPort};
+use k8s_openapi::api::networking::v1::{
+    NetworkPolicy, NetworkPolicyPeer, NetworkPolicyPort, NetworkPolicySpec,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
@@ -128,41 +130,44 @@ pub(super) fn allows(
     port: i32,
     protocol: &str,
 ) -> bool {
-    let egress = selecting(policies, from, "Egress");
-    let egress_ok = egress.is_empty()
-        || egress.iter().any(|p| {
-            let namespace = p.metadata.namespace.as_deref().unwrap_or_default();
-            p.spec
-                .as_ref()
-                .and_then(|s| s.egress.as_ref())
-                .into_iter()
-                .flatten()
-                .any(|rule| {
-                    port_matches(rule.ports.as_ref(), port, protocol)
-                        && rule.to.as_ref().is_none_or(|to_| {
-                            to_.is_empty()
-                                || to_.iter().any(|peer| peer_matches(peer, namespace, to))
-                        })
-                })
-        });
-    let ingress = selecting(policies, to, "Ingress");
-    let ingress_ok = ingress.is_empty()
-        || ingress.iter().any(|p| {
-            let namespace = p.metadata.namespace.as_deref().unwrap_or_default();
-            p.spec
-                .as_ref()
-                .and_then(|s| s.ingress.as_ref())
-                .into_iter()
-                .flatten()
-                .any(|rule| {
-                    port_matches(rule.ports.as_ref(), port, protocol)
-                        && rule.from.as_ref().is_none_or(|from_| {
-                            from_.is_empty()
-                                || from_.iter().any(|peer| peer_matches(peer, namespace, from))
-                        })
-                })
-        });
+    let egress_ok = side_allows(policies, from, "Egress", to, (port, protocol), |spec| {
+        let rules = spec.egress.iter().flatten();
+        rules.map(|r| (r.ports.as_ref(), r.to.as_ref())).collect()
+    });
+    let ingress_ok = side_allows(policies, to, "Ingress", from, (port, protocol), |spec| {
+        let rules = spec.ingress.iter().flatten();
+        rules.map(|r| (r.ports.as_ref(), r.from.as_ref())).collect()
+    });
     egress_ok && ingress_ok
+}
+
+/// The ports and peers of one rule.
+type Rule<'a> = (
+    Option<&'a Vec<NetworkPolicyPort>>,
+    Option<&'a Vec<NetworkPolicyPeer>>,
+);
+
+/// Whether the `policy_type` policies selecting `endpoint` let it reach (egress) or be reached
+/// by (ingress) `peer` on `port`/`protocol`: none selects it, or one has a rule for both.
+fn side_allows(
+    policies: &[NetworkPolicy],
+    endpoint: &Endpoint,
+    policy_type: &str,
+    peer: &Endpoint,
+    (port, protocol): (i32, &str),
+    rules: impl for<'a> Fn(&'a NetworkPolicySpec) -> Vec<Rule<'a>>,
+) -> bool {
+    let selected = selecting(policies, endpoint, policy_type);
+    selected.is_empty()
+        || selected.iter().any(|p| {
+            let namespace = p.metadata.namespace.as_deref().unwrap_or_default();
+            p.spec.iter().flat_map(&rules).any(|(ports, peers)| {
+                port_matches(ports, port, protocol)
+                    && peers.is_none_or(|peers| {
+                        peers.is_empty() || peers.iter().any(|p| peer_matches(p, namespace, peer))
+                    })
+            })
+        })
 }
 
 pub(super) fn connects(policies: &[NetworkPolicy], from: &Endpoint, to: &Endpoint) -> bool {
