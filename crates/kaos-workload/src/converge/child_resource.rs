@@ -61,9 +61,20 @@ pub trait ChildResource:
     fn stamp(desired: &mut Self) -> String {
         stamp_desired_hash(desired)
     }
+    /// Its API in `namespace` (a typed kind's: `namespaced_api!()`).
     fn api(client: &kube::Client, namespace: &str) -> Api<Self>;
     /// The controller's cache of this kind; None when it has no children of this kind.
     fn store(children: &Children) -> Option<&ChildStore<Self::Cached>>;
+}
+
+/// [`ChildResource::api`] of a typed kind (its type knows its group, version and plural);
+/// only the HTTPRoute, a `DynamicObject`, needs its `ApiResource` spelled out.
+macro_rules! namespaced_api {
+    () => {
+        fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
+            Api::namespaced(client.clone(), namespace)
+        }
+    };
 }
 
 impl ChildResource for Deployment {
@@ -73,9 +84,7 @@ impl ChildResource for Deployment {
     fn content_version(meta: &ObjectMeta) -> Option<String> {
         meta.generation.map(|g| g.to_string())
     }
-    fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
-        Api::namespaced(client.clone(), namespace)
-    }
+    namespaced_api!();
     fn store(children: &Children) -> Option<&ChildStore<Self::Cached>> {
         Some(&children.deployments)
     }
@@ -85,9 +94,7 @@ impl ChildResource for Service {
     const KIND: ChildKind = ChildKind::Service;
     type Cached = MetaView<Service>;
     const CACHED_WHOLE: bool = false;
-    fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
-        Api::namespaced(client.clone(), namespace)
-    }
+    namespaced_api!();
     fn store(children: &Children) -> Option<&ChildStore<Self::Cached>> {
         Some(&children.services)
     }
@@ -97,9 +104,7 @@ impl ChildResource for ConfigMap {
     const KIND: ChildKind = ChildKind::ConfigMap;
     type Cached = ConfigMap;
     const CACHED_WHOLE: bool = true;
-    fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
-        Api::namespaced(client.clone(), namespace)
-    }
+    namespaced_api!();
     fn store(children: &Children) -> Option<&ChildStore<Self::Cached>> {
         children.config_maps.as_ref()
     }
@@ -113,9 +118,7 @@ impl ChildResource for Secret {
     fn stamp(desired: &mut Self) -> String {
         stamp_with(desired, secret_hash)
     }
-    fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
-        Api::namespaced(client.clone(), namespace)
-    }
+    namespaced_api!();
     fn store(children: &Children) -> Option<&ChildStore<Self::Cached>> {
         children.secrets.as_ref()
     }
@@ -138,9 +141,7 @@ impl ChildResource for PersistentVolumeClaim {
     type Cached = MetaView<PersistentVolumeClaim>;
     const CACHED_WHOLE: bool = false;
     const CREATE_ONLY: bool = true;
-    fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
-        Api::namespaced(client.clone(), namespace)
-    }
+    namespaced_api!();
     fn store(children: &Children) -> Option<&ChildStore<Self::Cached>> {
         children.claims.as_ref()
     }
@@ -154,9 +155,7 @@ impl ChildResource for PodDisruptionBudget {
     fn content_version(meta: &ObjectMeta) -> Option<String> {
         meta.generation.map(|g| g.to_string())
     }
-    fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
-        Api::namespaced(client.clone(), namespace)
-    }
+    namespaced_api!();
     fn store(children: &Children) -> Option<&ChildStore<Self::Cached>> {
         children.disruption_budgets.as_ref()
     }
@@ -166,9 +165,7 @@ impl ChildResource for HorizontalPodAutoscaler {
     const KIND: ChildKind = ChildKind::HorizontalPodAutoscaler;
     type Cached = HorizontalPodAutoscaler;
     const CACHED_WHOLE: bool = true;
-    fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
-        Api::namespaced(client.clone(), namespace)
-    }
+    namespaced_api!();
     fn store(children: &Children) -> Option<&ChildStore<Self::Cached>> {
         children.autoscalers.as_ref()
     }
@@ -178,9 +175,7 @@ impl ChildResource for NetworkPolicy {
     const KIND: ChildKind = ChildKind::NetworkPolicy;
     type Cached = MetaView<NetworkPolicy>;
     const CACHED_WHOLE: bool = false;
-    fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
-        Api::namespaced(client.clone(), namespace)
-    }
+    namespaced_api!();
     fn store(children: &Children) -> Option<&ChildStore<Self::Cached>> {
         children.network_policies.as_ref()
     }
