@@ -91,7 +91,8 @@ pub struct Wiring<K: Primary> {
 /// default pauses *every* trigger stream (so every cache the Controller polls) after any error,
 /// for a backoff only a passed event resets. Our caches end their own errors
 /// ([`stores::without_errors`]) and each watcher backs off on its own; this keeps a future
-/// trigger that passes an error from stalling the others.
+/// trigger that passes an error from stalling the others. So a new trigger must back off from
+/// its own errors too: one that yields errors in a tight loop would be polled again at once.
 struct NeverPause;
 
 impl Iterator for NeverPause {
