@@ -65,6 +65,9 @@ pub struct Grant {
     pub namespace: String,
 }
 
+/// Whose rules, where: the identity's user and groups, and the namespace (None: cluster-wide).
+type RulesKey = (String, Vec<String>, Option<String>);
+
 #[derive(Default)]
 struct State {
     enabled: bool,
@@ -73,6 +76,11 @@ struct State {
     tokens: HashMap<String, Identity>,
     used: BTreeSet<Grant>,
     next_token: u64,
+    /// The rules bound to each identity in each namespace asked about, as of `rules_version`
+    /// (the last change of a Role, ClusterRole or binding): every request is authorized, and
+    /// reading the bindings and roles each time cost the testkit a quarter of its CPU.
+    rules: HashMap<RulesKey, Arc<Vec<BoundRule>>>,
+    rules_version: u64,
 }
 
 /// Authentication and authorization switchboard.
@@ -162,7 +170,8 @@ impl Auth {
         };
         // Namespace objects themselves are addressed by name; their rules are cluster-wide.
         let namespace = if rt.namespaced { namespace } else { None };
-        let allowed = rules_for(cluster, identity, namespace)
+        let allowed = self
+            .bound_rules(cluster, identity, namespace)
             .iter()
             .any(|bound| rule_allows(&bound.rule, verb, &rt.group, &resource, name));
         if !allowed {
@@ -218,8 +227,8 @@ impl Auth {
             // Only ClusterRoles bound cluster-wide grant non-resource URLs.
             Access::NonResource { .. } => None,
         };
-        rules_for(cluster, identity, namespace)
-            .into_iter()
+        self.bound_rules(cluster, identity, namespace)
+            .iter()
             .find(|bound| match access {
                 Access::Resource {
                     verb,
@@ -232,7 +241,47 @@ impl Auth {
             })
             .map(|bound| format!("RBAC: allowed by {}", bound.because))
     }
+
+    /// [`rules_for`], kept until a Role, ClusterRole or binding changes.
+    fn bound_rules(
+        &self,
+        cluster: &Cluster,
+        identity: &Identity,
+        namespace: Option<&str>,
+    ) -> Arc<Vec<BoundRule>> {
+        // Taken before the rules are read: a change while they are read makes them stale at once.
+        let version = cluster.last_change(RBAC_GROUP, &RBAC_PLURALS);
+        let key = (
+            identity.user.clone(),
+            identity.groups.clone(),
+            namespace.map(str::to_string),
+        );
+        {
+            let mut state = self.lock();
+            if state.rules_version != version {
+                state.rules.clear();
+                state.rules_version = version;
+            }
+            if let Some(rules) = state.rules.get(&key) {
+                return rules.clone();
+            }
+        }
+        let rules = Arc::new(rules_for(cluster, identity, namespace));
+        let mut state = self.lock();
+        if state.rules_version == version {
+            state.rules.insert(key, rules.clone());
+        }
+        rules
+    }
 }
+
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+const RBAC_PLURALS: [&str; 4] = [
+    "clusterrolebindings",
+    "rolebindings",
+    "clusterroles",
+    "roles",
+];
 
 fn subject_matches(subject: &Value, identity: &Identity) -> bool {
     let kind = subject.get("kind").and_then(Value::as_str).unwrap_or("");
@@ -273,10 +322,9 @@ struct BoundRule {
 
 /// The rules bound to `identity`: every ClusterRoleBinding, plus RoleBindings in `namespace`.
 fn rules_for(cluster: &Cluster, identity: &Identity, namespace: Option<&str>) -> Vec<BoundRule> {
-    let rbac = "rbac.authorization.k8s.io";
+    let rbac_type = |plural: &str| cluster.resource(RBAC_GROUP, "v1", plural);
     let list = |plural: &str, ns: &str| -> Vec<Value> {
-        cluster
-            .resource(rbac, "v1", plural)
+        rbac_type(plural)
             .and_then(|rt| cluster.list(&rt, ns, &ListOptions::default()).ok())
             .and_then(|l| l.get("items").and_then(Value::as_array).cloned())
             .unwrap_or_default()
@@ -287,16 +335,10 @@ fn rules_for(cluster: &Cluster, identity: &Identity, namespace: Option<&str>) ->
         } else {
             ("roles", ns)
         };
-        list(plural, ns)
-            .into_iter()
-            .filter(|r| r.pointer("/metadata/name").and_then(Value::as_str) == Some(name))
-            .flat_map(|r| {
-                r.get("rules")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default()
-            })
-            .collect()
+        rbac_type(plural)
+            .and_then(|rt| cluster.get(&rt, ns, name).ok())
+            .and_then(|role| role.get("rules").and_then(Value::as_array).cloned())
+            .unwrap_or_default()
     };
     let mut rules = Vec::new();
     let mut bindings: Vec<(Value, &str)> = list("clusterrolebindings", "")

@@ -29,7 +29,7 @@ pub use self::types::{
 };
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
-use crate::resources::ResourceType;
+use crate::resources::{self, ResourceType};
 
 /// The in-memory cluster. Cheap to clone; all clones share the same state.
 #[derive(Clone)]
@@ -95,6 +95,18 @@ impl Cluster {
     /// The current resourceVersion of the whole cluster.
     pub fn resource_version(&self) -> u64 {
         self.lock().resource_version
+    }
+
+    /// The resourceVersion of the last change of an object of `group`'s `plurals` (0: none
+    /// changed since the start).
+    pub fn last_change(&self, group: &str, plurals: &[&str]) -> u64 {
+        let state = self.lock();
+        plurals
+            .iter()
+            .filter_map(|plural| state.changed.get(&resources::storage_key(group, plural)))
+            .copied()
+            .max()
+            .unwrap_or(0)
     }
 
     /// The object as stored.

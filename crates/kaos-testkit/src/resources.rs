@@ -94,7 +94,7 @@ impl ResourceType {
     /// The key objects of this type are stored under (`<group>/<plural>`): every served
     /// version of a group shares the objects, as with kube-apiserver's storage.
     pub fn storage_key(&self) -> String {
-        format!("{}/{}", self.group, self.plural)
+        storage_key(&self.group, &self.plural)
     }
 
     pub fn verbs(&self) -> Vec<&'static str> {
@@ -278,4 +278,9 @@ pub fn from_crd(crd: &Value) -> Result<Vec<ResourceType>, String> {
         });
     }
     Ok(types)
+}
+
+/// The key objects of `group`'s `plural` are stored under.
+pub fn storage_key(group: &str, plural: &str) -> String {
+    format!("{group}/{plural}")
 }

@@ -2,6 +2,7 @@
 //! cluster, 403 Forbidden on denial, and a record of which grants were used.
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::rbac::v1::RoleBinding;
 use kaos_testkit::auth::Grant;
 use kaos_testkit::{ApiServer, Cluster, ServeOptions, TestServer};
 use kube::api::{ListParams, PostParams};
@@ -53,11 +54,7 @@ where
     code(api.list(&ListParams::default()).await.expect_err("refused"))
 }
 
-#[tokio::test]
-async fn rbac_allows_what_is_bound_denies_the_rest_and_records_used_grants() {
-    let (api, server) = serve_with_rbac().await;
-    let admin = client_with(&server, Some(&server.admin_token)).await;
-    let manifests = r#"
+const READER_RBAC: &str = r#"
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata: {name: reader, namespace: default}
@@ -73,13 +70,17 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: reader}
 subjects:
 - {kind: ServiceAccount, name: reader, namespace: default}
 "#;
-    kaos_testkit::manifests::apply_yaml(&api.cluster, manifests).expect("RBAC objects");
+
+/// The admin's client, and the client of ServiceAccount `default/reader`, which a Role lets
+/// get and list ConfigMaps in `default`; ConfigMap `c` exists.
+async fn admin_and_reader(api: &ApiServer, server: &TestServer) -> (Client, Client) {
+    let admin = client_with(server, Some(&server.admin_token)).await;
+    kaos_testkit::manifests::apply_yaml(&api.cluster, READER_RBAC).expect("RBAC objects");
     let cm: ConfigMap = named("c");
     Api::<ConfigMap>::default_namespaced(admin.clone())
         .create(&PostParams::default(), &cm)
         .await
         .expect("admin");
-
     // The token comes from the test-control endpoint, as a script would get it.
     let minted = admin
         .request_text(
@@ -93,7 +94,15 @@ subjects:
         .as_str()
         .expect("token")
         .to_string();
-    let reader = client_with(&server, Some(&token)).await;
+    let reader = client_with(server, Some(&token)).await;
+    (admin, reader)
+}
+
+#[tokio::test]
+async fn rbac_allows_what_is_bound_denies_the_rest_and_records_used_grants() {
+    let (api, server) = serve_with_rbac().await;
+    let (_, reader) = admin_and_reader(&api, &server).await;
+    let cm: ConfigMap = named("c");
     let cms: Api<ConfigMap> = Api::default_namespaced(reader.clone());
     assert_eq!(
         cms.list(&ListParams::default())
@@ -144,6 +153,33 @@ subjects:
         }],
         "only the list grant was used; get was granted but never used"
     );
+}
+
+#[tokio::test]
+async fn a_changed_role_or_binding_holds_from_the_next_request() {
+    let (api, server) = serve_with_rbac().await;
+    let (admin, reader) = admin_and_reader(&api, &server).await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(reader);
+    let list = ListParams::default();
+    cms.list(&list).await.expect("allowed");
+    let another: ConfigMap = named("d");
+    let create = PostParams::default();
+    assert_eq!(
+        code(cms.create(&create, &another).await.expect_err("no create")),
+        403
+    );
+
+    let with_create = READER_RBAC.replace("verbs: [get, list]", "verbs: [get, list, create]");
+    kaos_testkit::manifests::apply_yaml(&api.cluster, &with_create).expect("role edited");
+    cms.create(&create, &another)
+        .await
+        .expect("create, once the Role allows it");
+
+    Api::<RoleBinding>::default_namespaced(admin)
+        .delete("reader", &Default::default())
+        .await
+        .expect("unbound");
+    assert_eq!(refused_list(cms).await, 403, "no binding, no list");
 }
 
 /// A client of `server` that sends no credentials at all, as kubectl and helm do over plain

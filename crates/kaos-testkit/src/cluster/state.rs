@@ -26,6 +26,9 @@ pub(super) struct State {
     /// empty namespace.
     pub(super) objects: HashMap<String, BTreeMap<(String, String), Stored>>,
     pub(super) resource_version: u64,
+    /// Storage key → the resourceVersion of the last change of one of its objects, so that
+    /// what is derived from a kind's objects (RBAC's rules) is kept until they change.
+    pub(super) changed: HashMap<String, u64>,
     pub(super) history: VecDeque<Arc<WatchEvent>>,
     /// The newest resourceVersion no longer in the history (watches from before it get 410).
     pub(super) compacted: u64,
@@ -43,6 +46,7 @@ impl State {
             types: resources::builtins().into_iter().map(Arc::new).collect(),
             objects: HashMap::new(),
             resource_version: 0,
+            changed: HashMap::new(),
             history: VecDeque::new(),
             compacted: 0,
             history_limit: history_limit.max(1),

@@ -39,6 +39,7 @@ impl State {
         meta::metadata_mut(&mut object)
             .insert("resourceVersion".into(), Value::from(rv.to_string()));
         self.store(&key, (namespace.clone(), name), &object, event_type);
+        self.changed.insert(key.clone(), rv);
         let event = Arc::new(WatchEvent {
             resource_version: rv,
             storage_key: key,
