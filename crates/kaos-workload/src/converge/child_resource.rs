@@ -45,6 +45,7 @@ pub trait ChildResource:
         + Send
         + Sync
         + 'static;
+    /// Its kind, as the builders' sets, the write memory and the changes name it.
     const KIND: ChildKind;
     /// Whether the cache keeps the whole object, so drift is read from it (else only its
     /// metadata, and its spec's drift from its content version).
