@@ -181,3 +181,46 @@ impl ChildResource for NetworkPolicy {
         children.network_policies.as_ref()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::converge::Child;
+
+    /// A desired child's kind (in converge's messages) is its type's `KIND` (the key of its
+    /// write memory), and no two types share one: a Secret and a ConfigMap of one name under
+    /// one key would each take the other's write as its own.
+    #[test]
+    fn each_child_is_of_its_types_kind() {
+        let route = DynamicObject::new("r", &http_route_resource());
+        let kinds = [
+            (Child::Deployment(Box::default()), Deployment::KIND),
+            (Child::Service(Box::default()), Service::KIND),
+            (Child::ConfigMap(Box::default()), ConfigMap::KIND),
+            (Child::Secret(Box::default()), Secret::KIND),
+            (Child::HttpRoute(Box::new(route)), DynamicObject::KIND),
+            (
+                Child::PersistentVolumeClaim(Box::default()),
+                PersistentVolumeClaim::KIND,
+            ),
+            (
+                Child::PodDisruptionBudget(Box::default()),
+                PodDisruptionBudget::KIND,
+            ),
+            (
+                Child::HorizontalPodAutoscaler(Box::default()),
+                HorizontalPodAutoscaler::KIND,
+            ),
+            (Child::NetworkPolicy(Box::default()), NetworkPolicy::KIND),
+        ];
+        let distinct: std::collections::HashSet<_> = kinds.iter().map(|(_, k)| *k).collect();
+        assert_eq!(
+            distinct.len(),
+            kinds.len(),
+            "every type has a kind of its own"
+        );
+        for (child, kind) in kinds {
+            assert_eq!(child.kind(), kind);
+        }
+    }
+}
