@@ -3,6 +3,11 @@ chart runs them in it: each replica with a kubeconfig holding a token of its cha
 ServiceAccount (so only the chart's RBAC applies), the arguments and environment of the chart's
 Deployment, and its own metrics and probe ports on 127.0.0.1. Only the processes started here
 are ever signalled (by their pid).
+
+As a kubelet would, a supervisor starts again a replica that exits on its own (a controller
+exits when it loses its Lease, by design, which short Leases on a loaded machine can cause at
+any moment), after a delay that doubles while it keeps exiting soon after starting. A replica
+the test kills or stops stays down until the test starts it.
 """
 
 import http.client
@@ -11,6 +16,7 @@ import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -24,6 +30,13 @@ BUILD = "cargo build --workspace"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$")
 LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+# The supervisor's restart delay: 0.5 s after a replica that ran for a while exits, doubled for
+# each exit in a row within CRASH_LOOP_RUN of starting, up to RESTART_DELAY_MAX (the kubelet's
+# CrashLoopBackOff, on a test's time scale).
+RESTART_DELAY = 0.5
+RESTART_DELAY_MAX = 8.0
+CRASH_LOOP_RUN = 10.0
+SUPERVISE_EVERY = 0.25
 
 
 def controller_label(binary):
@@ -95,46 +108,82 @@ def parse_metrics(text):
 
 class Replica:
     """One controller process. Started again with start() after a kill (as a kubelet would),
-    appending to the same log."""
+    appending to the same log; `Controllers`' supervisor starts it again when it exits on its
+    own."""
 
     def __init__(self, binary, name, command, env, log):
         self.binary, self.name, self.command, self.env, self.log = binary, name, command, env, log
         self.process = None
         self.starts = 0
+        # Whether it should run: start() sets it, kill() and stop() clear it.
+        self.wanted = False
+        self.started_at = 0.0
+        self.quick_exits = 0
+        self.restart_at = None
+        # Start, kill, stop and the supervisor's restart, one at a time.
+        self.lock = threading.RLock()
 
     def start(self):
         """Starts the process on fresh ports (the chart's `:8080`/`:8081` would collide)."""
-        self.metrics_port, self.probe_port = free_port(), free_port()
-        addresses = {"--metrics-bind-address": f"127.0.0.1:{self.metrics_port}",
-                     "--health-probe-bind-address": f"127.0.0.1:{self.probe_port}"}
-        command = [f"{flag}={addresses[flag]}" if (flag := arg.split("=", 1)[0]) in addresses
-                   else arg for arg in self.command]
-        env = dict(self.env, METRICS_BIND_ADDRESS=addresses["--metrics-bind-address"],
-                   HEALTH_PROBE_BIND_ADDRESS=addresses["--health-probe-bind-address"])
-        with open(self.log, "a") as log:
-            self.process = subprocess.Popen(command, env=env, stdout=log,
-                                            stderr=subprocess.STDOUT)
-        self.starts += 1
+        with self.lock:
+            self.metrics_port, self.probe_port = free_port(), free_port()
+            addresses = {"--metrics-bind-address": f"127.0.0.1:{self.metrics_port}",
+                         "--health-probe-bind-address": f"127.0.0.1:{self.probe_port}"}
+            command = [f"{flag}={addresses[flag]}" if (flag := arg.split("=", 1)[0]) in addresses
+                       else arg for arg in self.command]
+            env = dict(self.env, METRICS_BIND_ADDRESS=addresses["--metrics-bind-address"],
+                       HEALTH_PROBE_BIND_ADDRESS=addresses["--health-probe-bind-address"])
+            with open(self.log, "a") as log:
+                self.process = subprocess.Popen(command, env=env, stdout=log,
+                                                stderr=subprocess.STDOUT)
+            self.starts += 1
+            self.wanted, self.started_at, self.restart_at = True, time.monotonic(), None
+
+    def restart_if_exited(self, now):
+        """The supervisor's step: when the process exited on its own, notes the exit (in its
+        log too) and, once its delay has passed, starts it again. The exit code when it did."""
+        with self.lock:
+            if not self.wanted or self.running:
+                return None
+            code = self.process.returncode
+            if self.restart_at is None:
+                ran = now - self.started_at
+                self.quick_exits = self.quick_exits + 1 if ran < CRASH_LOOP_RUN else 0
+                delay = min(RESTART_DELAY * 2 ** self.quick_exits, RESTART_DELAY_MAX)
+                self.restart_at = now + delay
+                with open(self.log, "a") as log:
+                    log.write(f"--- the test's supervisor: exited with {code} after {ran:.1f} s; "
+                              f"starting again in {delay:.1f} s\n")
+                return None
+            if now < self.restart_at:
+                return None
+            self.start()
+            return code
 
     @property
     def running(self):
         return self.process is not None and self.process.poll() is None
 
     def kill(self):
-        """SIGKILL: no chance to release the Lease, as when a node dies."""
-        if self.running:
-            self.process.kill()
-        if self.process:
-            self.process.wait(timeout=30)
+        """SIGKILL: no chance to release the Lease, as when a node dies. It stays down."""
+        with self.lock:
+            self.wanted = False
+            if self.running:
+                self.process.kill()
+            if self.process:
+                self.process.wait(timeout=30)
 
     def stop(self):
-        if self.running:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=30)
+        """SIGTERM, as when its pod is deleted. It stays down."""
+        with self.lock:
+            self.wanted = False
+            if self.running:
+                self.process.send_signal(signal.SIGTERM)
+                try:
+                    self.process.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    self.process.kill()
+                    self.process.wait(timeout=30)
 
     def probe(self, path):
         """The status code of /readyz or /healthz, None when nothing answers."""
@@ -175,6 +224,19 @@ class Controllers:
         if missing:
             pytest.fail(f"{', '.join(missing)} not built in {BIN_DIR}: run `{BUILD}` (or set "
                         "KAOS_BIN_DIR to a directory holding them)")
+        # (replica name, exit code) of every restart the supervisor made, in order.
+        self.restarts = []
+        self.stopping = threading.Event()
+        self.supervisor = threading.Thread(target=self.supervise, name="kubelet", daemon=True)
+        self.supervisor.start()
+
+    def supervise(self):
+        """Starts again, as a kubelet would, every replica that exits on its own."""
+        while not self.stopping.wait(SUPERVISE_EVERY):
+            for replica in list(self.replicas):
+                code = replica.restart_if_exited(time.monotonic())
+                if code is not None:
+                    self.restarts.append((replica.name, code))
 
     def kubeconfig_for(self, binary, replica):
         """A kubeconfig with the cluster's server (and CA) and a token of the chart's
@@ -221,14 +283,6 @@ class Controllers:
     def running(self):
         return [r for r in self.replicas if r.running]
 
-    def restart_exited(self):
-        """Starts again every replica that exited, as the kubelet restarts a container (a
-        controller exits when it loses its Lease, as controller-runtime's do); the names."""
-        exited = [r for r in self.replicas if not r.running]
-        for replica in exited:
-            replica.start()
-        return [r.name for r in exited]
-
     def holder(self, binary):
         """The Lease holder's identity (`<POD_NAME>_<suffix>`), None when nobody holds it."""
         lease = self.plane.get(f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}"
@@ -251,5 +305,8 @@ class Controllers:
         return "\n\n".join(f"--- {r.name} ({r.log})\n{r.log_tail(lines)}" for r in self.replicas)
 
     def stop_all(self):
+        """Stops the supervisor, then every replica."""
+        self.stopping.set()
+        self.supervisor.join()
         for replica in self.replicas:
             replica.stop()

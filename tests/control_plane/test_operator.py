@@ -76,9 +76,9 @@ def controllers(cluster, release, tmp_path_factory):
 
 class Namespaces:
     """Namespaces the tests create; deleted (and waited for) while the controllers still run,
-    since only they can remove their finalizers. A replica that exits meanwhile is started
-    again, as the kubelet would: one that lost its Lease to a fault in flight when the faults
-    test cleared them exits after that test's checks, and its finalizers would stay."""
+    since only they can remove their finalizers (a replica that exits meanwhile, as one that
+    lost its Lease to a fault still in flight when the faults test cleared them, is started
+    again by the controllers' supervisor)."""
 
     def __init__(self, cluster, controllers):
         self.cluster, self.controllers, self.names = cluster, controllers, []
@@ -93,12 +93,11 @@ class Namespaces:
             delete_namespace(self.cluster, name)
         for name in self.names:
             def deleted():
-                restarted = self.controllers.restart_exited()
                 if self.cluster.get(f"/api/v1/namespaces/{name}") is None:
                     return True
                 left = [(kind, o["metadata"]["name"], o["metadata"].get("finalizers"))
                         for kind, o in resources(self.cluster, name)]
-                return False, {"left": left, "restarted just now": restarted}
+                return False, {"left": left, "restarts": self.controllers.restarts}
             wait_until(f"namespace {name} to be deleted", deleted)
 
 
@@ -150,12 +149,9 @@ def not_converged(cluster, namespace):
     return waiting
 
 
-def wait_converged(cluster, namespace, timeout=WAIT, controllers=None):
-    """Waits for everything in namespace to converge. With controllers, a replica that exits
-    meanwhile (one that lost its Lease) is started again at once, as the kubelet would."""
+def wait_converged(cluster, namespace, timeout=WAIT):
+    """Waits for everything in namespace to converge."""
     def check():
-        if controllers is not None:
-            controllers.restart_exited()
         left = not_converged(cluster, namespace)
         return not left, left
     wait_until(f"everything in {namespace} to converge", check, timeout=timeout)
@@ -208,24 +204,17 @@ def test_every_replica_turns_ready_once_synced_and_one_leads(controllers):
     wait_ready_and_one_leading(controllers)
 
 
-def wait_ready_and_one_leading(controllers, restart=False):
+def wait_ready_and_one_leading(controllers):
     """Every replica answers 200 on /readyz and /healthz, and each Lease is held by one of
-    ours, the only replica of its controller whose metrics say it leads. With `restart`, a
-    replica that exits meanwhile is started again, as the kubelet would (one that lost its
-    Lease to a fault still in flight when the faults were cleared exits a moment later)."""
-    def restarted():
-        if restart:
-            controllers.restart_exited()
+    ours, the only replica of its controller whose metrics say it leads."""
     for replica in controllers.replicas:
         def ready():
-            restarted()
             codes = (replica.probe("/readyz"), replica.probe("/healthz"))
             return codes == (200, 200), codes
         wait_until(f"{replica.name} /readyz and /healthz to answer 200", ready)
     for binary in CONTROLLERS:
         def one_leads():
             """The Lease holder is one of ours, and the only replica whose metrics say so."""
-            restarted()
             leader = controllers.leader(binary)
             leading = {r.name: r.sample("leader_election_master_status",
                                         name=lease_name(binary)) for r in controllers.of(binary)}
@@ -291,18 +280,16 @@ def replica_sets_of(cluster, namespace, deployment):
                    for o in rs["metadata"].get("ownerReferences", []))]
 
 
-def edit_worker(cluster, namespace, instructions, controllers=None):
-    """Edits the worker's spec.config.instructions and waits for it to converge (restarting
-    replicas that exit, with controllers): the worker's Deployment (before, after)."""
+def edit_worker(cluster, namespace, instructions):
+    """Edits the worker's spec.config.instructions and waits for it to converge: the worker's
+    Deployment (before, after)."""
     before = deployments(cluster, namespace)["agent-worker"]
     cluster.kubectl("patch", "agent", "worker", "-n", namespace, "--type=merge", "-p",
                     json.dumps({"spec": {"config": {"instructions": instructions}}}))
     def reached():
-        if controllers is not None:
-            controllers.restart_exited()
         return env_of(deployments(cluster, namespace)["agent-worker"]).get("AGENT_INSTRUCTIONS") == instructions
     wait_until("the edit to reach the worker's Deployment", reached)
-    wait_converged(cluster, namespace, controllers=controllers)
+    wait_converged(cluster, namespace)
     return before, deployments(cluster, namespace)["agent-worker"]
 
 
@@ -599,7 +586,7 @@ def test_autoscaling_scale_budgets_and_network_policies(cluster, controllers, na
     # A peer cycle: each admits the other, and their policies settle.
     apply(cluster, namespace, model_api() + agent("coordinator", ["worker"])
           + agent("worker", ["coordinator"]) + AUTOSCALED)
-    wait_converged(cluster, namespace, controllers=controllers)
+    wait_converged(cluster, namespace)
     base = f"/apis/%s/namespaces/{namespace}/%s"
     elastic = cluster.get(f"{KAOS}/namespaces/{namespace}/agents/elastic")
     hpa = cluster.get(base % ("autoscaling/v2", "horizontalpodautoscalers/agent-elastic"))
@@ -617,7 +604,7 @@ def test_autoscaling_scale_budgets_and_network_policies(cluster, controllers, na
     wait_until("the worker's Deployment at two pods and its budget", lambda: (
         deployments(cluster, namespace)["agent-worker"]["spec"]["replicas"] == 2
         and cluster.get(base % ("policy/v1", "poddisruptionbudgets/agent-worker"))))
-    wait_converged(cluster, namespace, controllers=controllers)
+    wait_converged(cluster, namespace)
     worker = cluster.get(f"{KAOS}/namespaces/{namespace}/agents/worker")
     assert worker["spec"]["replicas"] == 2
     assert worker["status"]["selector"] == "agent=worker,app=agent"
@@ -822,18 +809,17 @@ def test_converges_through_injected_faults(cluster, controllers, namespaces):
     cluster.set_faults(FAULTS)
     try:
         # Failed Lease renewals may cost a replica its Lease, and so its life (by design): the
-        # waits start it again as the kubelet would, or the only modelapi replica would be gone.
+        # controllers' supervisor starts it again as the kubelet would.
         apply(cluster, namespace, quickstart_yaml())
-        wait_converged(cluster, namespace, controllers=controllers)
-        edit_worker(cluster, namespace, "Edited through faults.", controllers=controllers)
+        wait_converged(cluster, namespace)
+        edit_worker(cluster, namespace, "Edited through faults.")
     finally:
         cluster.set_faults({})
     faulted = [r for r in cluster.audit() if r["user"].startswith("system:serviceaccount:")
                and r["namespace"] == namespace and r["code"] in (409, 429, 500)]
     assert faulted, "no fault reached the controllers"
     # Every controller is back, ready and leading.
-    controllers.restart_exited()
-    print(f"converged through {len(faulted)} injected faults; starts per replica: "
-          f"{ {r.name: r.starts for r in controllers.replicas} }")
-    wait_ready_and_one_leading(controllers, restart=True)
+    print(f"converged through {len(faulted)} injected faults; restarts (replica, exit code): "
+          f"{controllers.restarts}")
+    wait_ready_and_one_leading(controllers)
     assert not not_converged(cluster, namespace)
