@@ -82,43 +82,31 @@ pub fn required(pod: &PodSpec) -> Vec<Reference> {
 }
 
 fn container_references(container: &Container, references: &mut Vec<Reference>) {
+    let mut require =
+        |source, name: &str, optional: Option<bool>, key: Option<&str>, reader: &str| {
+            if optional != Some(true) {
+                push_object(references, source, name, key.map(str::to_string), reader);
+            }
+        };
     for env in container.env.iter().flatten() {
         let Some(from) = &env.value_from else {
             continue;
         };
-        let reader = format!("env {} of container {}", env.name, container.name);
-        if let Some(r) = &from.secret_key_ref
-            && r.optional != Some(true)
-        {
-            references.push(Reference {
-                source: Source::Secret,
-                name: r.name.clone(),
-                key: Some(r.key.clone()),
-                reader: reader.clone(),
-            });
+        let reader = &format!("env {} of container {}", env.name, container.name);
+        if let Some(r) = &from.secret_key_ref {
+            require(Source::Secret, &r.name, r.optional, Some(&r.key), reader);
         }
-        if let Some(r) = &from.config_map_key_ref
-            && r.optional != Some(true)
-        {
-            references.push(Reference {
-                source: Source::ConfigMap,
-                name: r.name.clone(),
-                key: Some(r.key.clone()),
-                reader,
-            });
+        if let Some(r) = &from.config_map_key_ref {
+            require(Source::ConfigMap, &r.name, r.optional, Some(&r.key), reader);
         }
     }
+    let reader = &format!("envFrom of container {}", container.name);
     for from in container.env_from.iter().flatten() {
-        let reader = format!("envFrom of container {}", container.name);
-        if let Some(r) = &from.secret_ref
-            && r.optional != Some(true)
-        {
-            push_object(references, Source::Secret, &r.name, [], &reader);
+        if let Some(r) = &from.secret_ref {
+            require(Source::Secret, &r.name, r.optional, None, reader);
         }
-        if let Some(r) = &from.config_map_ref
-            && r.optional != Some(true)
-        {
-            push_object(references, Source::ConfigMap, &r.name, [], &reader);
+        if let Some(r) = &from.config_map_ref {
+            require(Source::ConfigMap, &r.name, r.optional, None, reader);
         }
     }
 }
@@ -250,23 +238,11 @@ async fn lookup(client: &kube::Client, namespace: &str, source: Source, name: &s
         Source::Secret => Api::<Secret>::namespaced(client.clone(), namespace)
             .get_opt(name)
             .await
-            .map(|s| {
-                s.map(|s| {
-                    let data = s.data.into_iter().flatten().map(|(k, _)| k);
-                    data.chain(s.string_data.into_iter().flatten().map(|(k, _)| k))
-                        .collect()
-                })
-            }),
+            .map(|s| s.map(|s| keys(s.data).chain(keys(s.string_data)).collect())),
         Source::ConfigMap => Api::<ConfigMap>::namespaced(client.clone(), namespace)
             .get_opt(name)
             .await
-            .map(|c| {
-                c.map(|c| {
-                    let data = c.data.into_iter().flatten().map(|(k, _)| k);
-                    data.chain(c.binary_data.into_iter().flatten().map(|(k, _)| k))
-                        .collect()
-                })
-            }),
+            .map(|c| c.map(|c| keys(c.data).chain(keys(c.binary_data)).collect())),
     };
     match read {
         Ok(Some(keys)) => Lookup::Keys(keys),
@@ -279,6 +255,11 @@ async fn lookup(client: &kube::Client, namespace: &str, source: Source, name: &s
             Lookup::Unknown
         }
     }
+}
+
+/// The keys of a data map that may be absent (the values are never read).
+fn keys<V>(data: Option<BTreeMap<String, V>>) -> impl Iterator<Item = String> {
+    data.into_iter().flatten().map(|(key, _)| key)
 }
 
 #[cfg(test)]
