@@ -331,48 +331,51 @@ mod tests {
 
     #[test]
     fn messages_name_the_object_the_key_and_the_reader_and_say_what_to_do() {
-        let reference = Reference {
+        let key = Reference {
             source: Source::Secret,
             name: "openai-credentials".into(),
             key: Some("api-key".into()),
             reader: "env PROXY_API_KEY of container model-api".into(),
         };
-        let absent = Missing {
-            reference: reference.clone(),
-            namespace: "team-a".into(),
-            object_exists: false,
+        let whole_config_map = Reference {
+            source: Source::ConfigMap,
+            key: None,
+            reader: "volume all".into(),
+            ..key.clone()
         };
-        assert_eq!(absent.reason(), "SecretNotFound");
-        assert_eq!(
-            absent.to_string(),
-            "Secret openai-credentials does not exist in namespace team-a (env PROXY_API_KEY of \
-             container model-api reads its key api-key); create it and the resource recovers by itself"
-        );
-        let keyless = Missing {
-            object_exists: true,
-            ..absent
-        };
-        assert_eq!(keyless.reason(), "SecretKeyNotFound");
-        assert_eq!(
-            keyless.to_string(),
-            "Secret openai-credentials has no key api-key (env PROXY_API_KEY of container \
-             model-api reads it); add the key or fix the reference, and the resource recovers by itself"
-        );
-        let config_map = Missing {
-            reference: Reference {
-                source: Source::ConfigMap,
-                key: None,
-                reader: "volume all".into(),
-                ..reference
-            },
-            namespace: "team-a".into(),
-            object_exists: false,
-        };
-        assert_eq!(config_map.reason(), "ConfigMapNotFound");
-        assert_eq!(
-            config_map.to_string(),
-            "ConfigMap openai-credentials does not exist in namespace team-a (volume all reads \
-             it); create it and the resource recovers by itself"
-        );
+        let cases = [
+            (
+                &key,
+                false,
+                "SecretNotFound",
+                "Secret openai-credentials does not exist in namespace team-a (env PROXY_API_KEY \
+                 of container model-api reads its key api-key); create it and the resource \
+                 recovers by itself",
+            ),
+            (
+                &key,
+                true,
+                "SecretKeyNotFound",
+                "Secret openai-credentials has no key api-key (env PROXY_API_KEY of container \
+                 model-api reads it); add the key or fix the reference, and the resource \
+                 recovers by itself",
+            ),
+            (
+                &whole_config_map,
+                false,
+                "ConfigMapNotFound",
+                "ConfigMap openai-credentials does not exist in namespace team-a (volume all \
+                 reads it); create it and the resource recovers by itself",
+            ),
+        ];
+        for (reference, object_exists, reason, message) in cases {
+            let missing = Missing {
+                reference: reference.clone(),
+                namespace: "team-a".into(),
+                object_exists,
+            };
+            assert_eq!(missing.reason(), reason);
+            assert_eq!(missing.to_string(), message);
+        }
     }
 }
