@@ -4,10 +4,12 @@ ServiceAccount (so only the chart's RBAC applies), the arguments and environment
 Deployment, and its own metrics and probe ports on 127.0.0.1. Only the processes started here
 are ever signalled (by their pid).
 
-As a kubelet would, a supervisor starts again a replica that exits on its own (a controller
-exits when it loses its Lease, by design, which short Leases on a loaded machine can cause at
-any moment), after a delay that doubles while it keeps exiting soon after starting. A replica
-the test kills or stops stays down until the test starts it.
+As a kubelet would, a supervisor starts again a replica that exits because it lost its Lease
+(a controller does, by design, and short Leases on a loaded machine can cost one its Lease at
+any moment), after a delay that doubles while it keeps exiting soon after starting. Unlike a
+kubelet it leaves down a replica that exits for any other reason (a panic, an error), so that a
+crash fails the test instead of being hidden; `test_operator.py` checks there was none. A
+replica the test kills or stops stays down until the test starts it.
 """
 
 import http.client
@@ -37,6 +39,9 @@ RESTART_DELAY = 0.5
 RESTART_DELAY_MAX = 8.0
 CRASH_LOOP_RUN = 10.0
 SUPERVISE_EVERY = 0.25
+# What a controller logs when it exits because it lost its Lease (kaos_runtime's leader and
+# runner).
+LOST_LEASE = "lost leadership"
 
 
 def controller_label(binary):
@@ -120,6 +125,8 @@ class Replica:
         self.started_at = 0.0
         self.quick_exits = 0
         self.restart_at = None
+        # The exit code of an exit that was not for a lost Lease (the replica is left down).
+        self.crashed_with = None
         # Start, kill, stop and the supervisor's restart, one at a time.
         self.lock = threading.RLock()
 
@@ -133,21 +140,30 @@ class Replica:
                        else arg for arg in self.command]
             env = dict(self.env, METRICS_BIND_ADDRESS=addresses["--metrics-bind-address"],
                        HEALTH_PROBE_BIND_ADDRESS=addresses["--health-probe-bind-address"])
+            self.log_start = self.log.stat().st_size if self.log.exists() else 0
             with open(self.log, "a") as log:
                 self.process = subprocess.Popen(command, env=env, stdout=log,
                                                 stderr=subprocess.STDOUT)
             self.starts += 1
             self.wanted, self.started_at, self.restart_at = True, time.monotonic(), None
+            self.crashed_with = None
 
     def restart_if_exited(self, now):
-        """The supervisor's step: when the process exited on its own, notes the exit (in its
-        log too) and, once its delay has passed, starts it again. The exit code when it did."""
+        """The supervisor's step: when the process exited because it lost its Lease, notes the
+        exit (in its log too) and, once its delay has passed, starts it again; the exit code
+        when it did. Any other exit is noted (`crashed_with`) and the replica left down."""
         with self.lock:
-            if not self.wanted or self.running:
+            if not self.wanted or self.running or self.crashed_with is not None:
                 return None
             code = self.process.returncode
             if self.restart_at is None:
                 ran = now - self.started_at
+                if LOST_LEASE not in self.log_since_start():
+                    self.crashed_with = code
+                    with open(self.log, "a") as log:
+                        log.write(f"--- the test's supervisor: exited with {code} after "
+                                  f"{ran:.1f} s, not for a lost Lease: left down\n")
+                    return None
                 self.quick_exits = self.quick_exits + 1 if ran < CRASH_LOOP_RUN else 0
                 delay = min(RESTART_DELAY * 2 ** self.quick_exits, RESTART_DELAY_MAX)
                 self.restart_at = now + delay
@@ -207,6 +223,12 @@ class Replica:
         if not self.log.exists():
             return ""
         return ANSI.sub("", self.log.read_text(errors="replace"))
+
+    def log_since_start(self):
+        """What the process logged since it was last started."""
+        with open(self.log, "rb") as log:
+            log.seek(self.log_start)
+            return ANSI.sub("", log.read().decode(errors="replace"))
 
     def log_tail(self, lines=40):
         return "\n".join(self.log_text().splitlines()[-lines:])
@@ -282,6 +304,11 @@ class Controllers:
 
     def running(self):
         return [r for r in self.replicas if r.running]
+
+    def crashes(self):
+        """(replica name, exit code) of every replica that exited for another reason than a
+        lost Lease (left down by the supervisor)."""
+        return [(r.name, r.crashed_with) for r in self.replicas if r.crashed_with is not None]
 
     def holder(self, binary):
         """The Lease holder's identity (`<POD_NAME>_<suffix>`), None when nobody holds it."""

@@ -72,6 +72,8 @@ def controllers(cluster, release, tmp_path_factory):
         yield running
     finally:
         running.stop_all()
+    # The supervisor restarts only what a lost Lease stopped; anything else is a crash.
+    assert not running.crashes(), f"replicas exited, not for a lost Lease: {running.crashes()}"
 
 
 class Namespaces:

@@ -1,11 +1,15 @@
 """The controllers' supervisor (controllers.py), as the kubelet it stands in for: a replica that
-exits on its own is started again, sooner after a long run than in a crash loop; one the test
-killed or stopped stays down until the test starts it. A shell command stands in for the
-controller binary, so no cluster is needed."""
+exits because it lost its Lease is started again, sooner after a long run than in a crash loop;
+one that exits for another reason, or that the test killed or stopped, stays down. A shell
+command stands in for the controller binary, so no cluster is needed."""
 
 import time
 
 from controllers import RESTART_DELAY, RESTART_DELAY_MAX, Replica
+
+# What a controller logs before it exits when its Lease was not renewed (kaos_runtime::leader).
+LOSES_ITS_LEASE = ("echo 'ERROR kaos_runtime::runner: lost leadership of lease kaos-x: "
+                   "not renewed within 2s'; ")
 
 
 def replica(tmp_path, script):
@@ -18,8 +22,8 @@ def exited(r):
     r.process.wait(timeout=10)
 
 
-def test_a_replica_that_exits_on_its_own_is_started_again_after_its_delay(tmp_path):
-    r = replica(tmp_path, "exit 3")
+def test_a_replica_that_lost_its_lease_is_started_again_after_its_delay(tmp_path):
+    r = replica(tmp_path, LOSES_ITS_LEASE + "exit 3")
     r.start()
     exited(r)
     ran_long = r.started_at + 60  # as if it had run for a minute, then lost its Lease
@@ -32,7 +36,7 @@ def test_a_replica_that_exits_on_its_own_is_started_again_after_its_delay(tmp_pa
 
 
 def test_a_crash_loop_waits_longer_each_time_up_to_the_cap(tmp_path):
-    r = replica(tmp_path, "exit 1")
+    r = replica(tmp_path, LOSES_ITS_LEASE + "exit 1")
     r.start()
     delays = []
     for _ in range(6):
@@ -56,3 +60,17 @@ def test_a_killed_or_stopped_replica_stays_down_until_started(tmp_path):
     r.stop()
     assert r.restart_if_exited(later) is None and r.restart_if_exited(later + 60) is None
     assert not r.running and r.starts == 2
+
+
+def test_a_replica_that_exits_for_another_reason_stays_down_as_a_crash(tmp_path):
+    r = replica(tmp_path, "echo 'thread main panicked'; exit 101")
+    r.start()
+    exited(r)
+    later = time.monotonic() + 3600
+    assert r.restart_if_exited(later) is None and r.restart_if_exited(later + 60) is None
+    assert r.crashed_with == 101 and not r.running and r.starts == 1
+    assert "exited with 101 after" in r.log.read_text()
+    assert "not for a lost Lease: left down" in r.log.read_text()
+    r.start()  # the test may start it again by hand
+    assert r.crashed_with is None
+    r.stop()
