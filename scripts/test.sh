@@ -3,7 +3,8 @@
 # suites on a real Kubernetes control plane (scripts/control-plane; tests/control_plane).
 # Works on a fresh machine: installs what it needs first (rustfmt, clippy, the pinned tools of
 # tools/ci/requirements.txt, the musl targets, the Python packages of the chart tests, and the
-# agent runtime's venv); the control plane and promtool need Go, the agent runtime Python >= 3.12.
+# agent runtime's and LiteLLM's venvs); the control plane and promtool need Go, the agent
+# runtime and LiteLLM Python >= 3.12.
 #
 #   scripts/test.sh [--skip-control-plane]
 #
@@ -101,9 +102,14 @@ cargo nextest run --workspace --locked --no-fail-fast --show-progress=none
 step "Helm chart and image tests"
 python3 -m pytest tests/charts tests/packaging -q -p no:cacheprovider
 
-# KAOS's own agent runtime, started with the env our Deployments carry (needs Python >= 3.12).
-step "The real agent runtime (pydantic-ai-server 0.8.4 and FastMCP; tests/runtime)"
-KAOS_AGENT_RUNTIME="$(scripts/agent-runtime python)" python3 -m pytest tests/runtime -q -p no:cacheprovider
+# KAOS's own agent runtime and the LiteLLM proxy, started with the config and env our
+# Deployments carry (each in a venv with Python >= 3.12). Each tool is resolved on its own line:
+# a failing `$(...)` in a command's prefix would be ignored under `set -e`.
+step "The real agent runtime and LiteLLM (pydantic-ai-server 0.8.4, FastMCP, litellm; tests/runtime)"
+agent_runtime="$(scripts/python-tool agent-runtime python)"
+litellm="$(scripts/python-tool litellm bin litellm)"
+KAOS_AGENT_RUNTIME="$agent_runtime" KAOS_LITELLM="$litellm" \
+  python3 -m pytest tests/runtime -q -p no:cacheprovider
 
 # The arm64 binaries, cross-compiled by the release build as the release workflow does, checked to
 # be static aarch64 executables the Dockerfiles' COPY finds. Both arches are built with the

@@ -10,8 +10,9 @@ agent card). The MCP server is a real FastMCP tool server, the peer a second run
 `SendMessage` then `GetTask` completes; `/v1/chat/completions` answers; the mocked tool call
 reaches the MCP server and the mocked delegation reaches the peer.
 
-Needs the runtime's Python (KAOS_AGENT_RUNTIME, installed by `scripts/agent-runtime install`)
-and target/debug/kaosctl (`cargo build -p kaosctl`). See docs/testing.md.
+Needs the runtime's Python (KAOS_AGENT_RUNTIME, `scripts/python-tool agent-runtime python`; without
+it every test here fails, see conftest.py) and target/debug/kaosctl (`cargo build -p kaosctl`). See
+docs/testing.md.
 """
 
 import json
@@ -31,10 +32,6 @@ RUNTIME_PYTHON = os.environ.get("KAOS_AGENT_RUNTIME")
 NAMESPACE = "demo"
 STARTUP_TIMEOUT = 60
 
-pytestmark = pytest.mark.skipif(
-    not RUNTIME_PYTHON,
-    reason="KAOS_AGENT_RUNTIME is not set: scripts/agent-runtime install, then "
-           "KAOS_AGENT_RUNTIME=$(scripts/agent-runtime python)")
 
 MANIFEST = f"""
 apiVersion: kaos.tools/v1alpha1

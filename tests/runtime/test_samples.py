@@ -26,11 +26,6 @@ RUNTIME_PYTHON = os.environ.get("KAOS_AGENT_RUNTIME")
 SETTLE_TIMEOUT = 60
 WORKLOADS = ["agents", "modelapis", "mcpservers", "memorystores"]
 
-pytestmark = pytest.mark.skipif(
-    not RUNTIME_PYTHON,
-    reason="KAOS_AGENT_RUNTIME is not set: scripts/agent-runtime install, then "
-           "KAOS_AGENT_RUNTIME=$(scripts/agent-runtime python)")
-
 
 def kaos_cli():
     return Path(RUNTIME_PYTHON).parent / "kaos"

@@ -33,11 +33,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-import test_real_runtime
 from test_real_runtime import REPO, RUNTIME_PYTHON, free_port, http, rendered_env, wait_until_up
-
-# Skipped without the runtime, as test_real_runtime.py is.
-pytestmark = test_real_runtime.pytestmark
 
 BIN_DIR = Path(os.environ.get("KAOS_BIN_DIR", REPO / "target" / "debug"))
 KAOSCTL = Path(os.environ.get("KAOSCTL", BIN_DIR / "kaosctl"))

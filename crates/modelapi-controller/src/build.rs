@@ -34,6 +34,12 @@ pub const CONFIG_HASH_ANNOTATION: &str = "kaos.tools/config-hash";
 pub const API_KEY_HASH_ANNOTATION: &str = "kaos.tools/api-key-hash";
 /// The key of the owned Secret holding an inline `apiKey.value`.
 pub const API_KEY_SECRET_KEY: &str = "api-key";
+/// LiteLLM ≥ 1.104 refuses to start without a master key unless this is `true`. The agent
+/// runtime (pydantic-ai-server 0.8.4) can present no key (it sends `Bearer not-needed`), so the
+/// proxy runs keyless, as KAOS's always did, behind the NetworkPolicy that admits only the
+/// namespace's agents and memory stores (docs/security.md, "The LiteLLM proxy runs keyless").
+/// Set as env, not in the config, so it holds for a user's `configYaml` too.
+pub const PERMIT_KEYLESS_ENV: &str = "LITELLM_DANGEROUSLY_PERMIT_WEAK_OR_UNSET_MASTER_KEY";
 const CONFIG_DIR: &str = "/etc/litellm";
 const CONFIG_KEY: &str = "config.yaml";
 const OLLAMA_DATA: &str = "/root/.ollama";
@@ -161,6 +167,7 @@ fn proxy_pod(
         "LITELLM_LOG",
         litellm_log(&log_level(&settings.data_plane)),
     ));
+    generated.push(env(PERMIT_KEYLESS_ENV, "true"));
     if let Some(t) = telemetry.filter(|t| t.enabled) {
         generated.push(env("OTEL_EXPORTER", "otlp_grpc"));
         generated.push(env(

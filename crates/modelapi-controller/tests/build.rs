@@ -4,7 +4,9 @@ use clap::Parser;
 use kaos_api::modelapi::ModelAPI;
 use kaos_harness::built::assert_serves_http_on;
 use kaos_harness::deployments::{env_with_sources, expected_env};
-use modelapi_controller::build::{BuildError, Desired, build};
+use modelapi_controller::build::{
+    BuildError, Desired, PERMIT_KEYLESS_ENV as PERMIT_KEYLESS, build,
+};
 use modelapi_controller::settings::{Args, Settings};
 use serde_json::{Value, json};
 
@@ -163,6 +165,7 @@ fn proxy_env_order_and_sources() {
             ("PROXY_API_BASE", "https://api.openai.com/v1"),
             ("PROXY_API_KEY", "<secret openai/api-key>"),
             ("LITELLM_LOG", "DEBUG"),
+            (PERMIT_KEYLESS, "true"),
             ("OTEL_EXPORTER", "otlp_grpc"),
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://otel:4317"),
             ("OTEL_SERVICE_NAME", "llm"),
@@ -184,6 +187,7 @@ fn proxy_env_order_and_sources() {
             ("PROXY_API_KEY", "<secret modelapi-llm-api-key/api-key>"),
             ("EXTRA", "1"),
             ("LITELLM_LOG", "ERROR"),
+            (PERMIT_KEYLESS, "true"),
         ])
     );
     let mut spec = proxy();
@@ -198,6 +202,7 @@ fn proxy_env_order_and_sources() {
         expected_env(&[
             ("PROXY_API_KEY", "<configMap keys/k>"),
             ("LITELLM_LOG", "INFO"),
+            (PERMIT_KEYLESS, "true"),
         ])
     );
 }
@@ -234,6 +239,31 @@ fn config_yaml_from_string_is_checked_and_from_secret_is_mounted() {
         pod["volumes"],
         json!([{"name": "litellm-config", "secret": {"secretName": "litellm", "items": [{"key": "config", "path": "config.yaml"}]}}, {"name": "tmp", "emptyDir": {}}])
     );
+}
+
+#[test]
+fn litellm_may_start_keyless_whatever_the_config_source() {
+    // LiteLLM >= 1.104 refuses to start without a master key (tests/runtime/test_litellm.py shows
+    // it); the permit is env, so it holds for the generated config and for a user's own.
+    let permit = |d: &Desired| {
+        env_with_sources(&d.deployment)
+            .into_iter()
+            .find(|(name, _)| name == PERMIT_KEYLESS)
+            .map(|(_, value)| value)
+    };
+    let mut spec = proxy();
+    assert_eq!(permit(&built(spec.clone(), &[])).as_deref(), Some("true"));
+    spec["proxyConfig"]["configYaml"] = json!({"fromString": "model_list: []\n"});
+    assert_eq!(permit(&built(spec.clone(), &[])).as_deref(), Some("true"));
+    spec["proxyConfig"]["configYaml"] =
+        json!({"fromSecretKeyRef": {"name": "litellm", "key": "config"}});
+    assert_eq!(permit(&built(spec.clone(), &[])).as_deref(), Some("true"));
+    // A user who wants the check back says so, and wins.
+    spec["container"] = json!({"env": [{"name": PERMIT_KEYLESS, "value": "false"}]});
+    assert_eq!(permit(&built(spec, &[])).as_deref(), Some("false"));
+    // Ollama is not LiteLLM.
+    let hosted = json!({"mode": "Hosted", "hostedConfig": {"model": "m"}});
+    assert_eq!(permit(&built(hosted, &[])), None);
 }
 
 /// Ollama's home, where its data volume is (docs/security.md).

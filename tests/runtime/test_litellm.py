@@ -1,0 +1,299 @@
+"""The real LiteLLM proxy (the version the default image tag tracks, pinned in
+litellm.requirements.txt) started exactly as our Proxy ModelAPI pods start it: the config, args
+and env that `kaosctl render` (the controller's own pure builder) produces, with only the
+provider's address rewritten to a local fake upstream (fake_openai.py) and the config's mount
+path to a local file.
+
+Asserted, for the generated config and for a user's `configYaml`: the proxy starts,
+`/health/readiness` and `/health/liveliness` answer, and a chat completion sent the way the agent
+runtime sends it (`Authorization: Bearer not-needed`) reaches the upstream with the provider key
+from the ModelAPI's Secret. Then the whole chain: the real agent runtime (pydantic-ai-server
+0.8.4, no mock) answers an A2A task through that LiteLLM. And the reason for the env we add:
+without it this LiteLLM refuses to start on the same config, so a LiteLLM that drops or changes
+the check shows up here first.
+
+Needs KAOS_LITELLM (the proxy's `litellm` script: `scripts/python-tool litellm bin litellm`),
+KAOS_AGENT_RUNTIME (`scripts/python-tool agent-runtime python`) and target/debug/kaosctl. A missing
+tool fails the test; it never skips. See docs/testing.md ("The real LiteLLM proxy").
+"""
+
+import base64
+import json
+import os
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fake_openai import FakeOpenAI
+
+REPO = Path(__file__).resolve().parents[2]
+KAOSCTL = Path(os.environ.get("KAOSCTL", REPO / "target" / "debug" / "kaosctl"))
+LITELLM = os.environ.get("KAOS_LITELLM")
+RUNTIME_PYTHON = os.environ.get("KAOS_AGENT_RUNTIME")
+NAMESPACE = "demo"
+# LiteLLM imports a lot: ~10 s alone, ~40 s on 2 busy cores with three proxies starting at once.
+STARTUP_TIMEOUT = 180
+UPSTREAM_KEY = "sk-upstream-test-key"
+# What the agent runtime 0.8.4 always sends.
+AGENT_AUTHORIZATION = "Bearer not-needed"
+
+MANIFEST = f"""
+apiVersion: kaos.tools/v1alpha1
+kind: ModelAPI
+metadata: {{name: generated, namespace: {NAMESPACE}}}
+spec:
+  mode: Proxy
+  proxyConfig:
+    provider: openai
+    models: [gpt-4o]
+    apiBase: https://api.openai.com/v1
+    apiKey: {{value: {UPSTREAM_KEY}}}
+---
+apiVersion: kaos.tools/v1alpha1
+kind: ModelAPI
+metadata: {{name: custom, namespace: {NAMESPACE}}}
+spec:
+  mode: Proxy
+  proxyConfig:
+    models: ["openai/*"]
+    apiKey: {{value: {UPSTREAM_KEY}}}
+    configYaml:
+      fromString: |
+        model_list:
+          - model_name: openai/gpt-4o
+            litellm_params:
+              model: openai/gpt-4o
+              api_base: os.environ/PROXY_API_BASE
+              api_key: os.environ/PROXY_API_KEY
+---
+apiVersion: kaos.tools/v1alpha1
+kind: Agent
+metadata: {{name: assistant, namespace: {NAMESPACE}}}
+spec:
+  modelAPI: generated
+  model: gpt-4o
+  config: {{description: Answers questions, instructions: Answer briefly.}}
+"""
+
+
+def need(value, what):
+    if not value:
+        pytest.fail(f"{what} is not set: scripts/test.sh sets it (see docs/testing.md)")
+    return value
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http(method, url, body=None, headers=None):
+    """(status, parsed JSON body or text) of one request."""
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method,
+                                     headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode(errors="replace")
+
+
+def find(objects, kind, name):
+    return next(o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name)
+
+
+class Proxy:
+    """One LiteLLM process started from a rendered ModelAPI's Deployment."""
+
+    def __init__(self, objects, name, directory, upstream, permit=True):
+        deployment = find(objects, "Deployment", f"modelapi-{name}")
+        container = deployment["spec"]["template"]["spec"]["containers"][0]
+        self.env = {"PATH": os.environ.get("PATH", ""), "HOME": str(directory),
+                    # Hermetic: the cost map bundled in the package, not a fetch from GitHub.
+                    "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+        for var in container.get("env", []):
+            if "value" in var:
+                value = var["value"]
+            else:
+                ref = var["valueFrom"]["secretKeyRef"]
+                secret = find(objects, "Secret", ref["name"])
+                value = base64.b64decode(secret["data"][ref["key"]]).decode()
+            self.env[var["name"]] = value
+        # The provider is the fake upstream here, whatever the manifest names.
+        self.env["PROXY_API_BASE"] = upstream.url
+        if not permit:
+            self.env.pop("LITELLM_DANGEROUSLY_PERMIT_WEAK_OR_UNSET_MASTER_KEY")
+        config = directory / f"{name}-config.yaml"
+        config.write_text(find(objects, "ConfigMap", f"litellm-config-{name}")["data"]["config.yaml"])
+        args = [str(config) if a == "/etc/litellm/config.yaml" else a for a in container["args"]]
+        self.port = free_port()
+        args[args.index("--port") + 1] = str(self.port)
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = directory / f"{name}{'' if permit else '-no-permit'}.log"
+        self.process = subprocess.Popen([LITELLM, *args], env=self.env, cwd=directory,
+                                        stdout=self.log.open("w"), stderr=subprocess.STDOUT)
+
+    def wait_ready(self):
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                pytest.fail(f"LiteLLM exited ({self.process.returncode}):\n{self.log.read_text()}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/health/readiness", timeout=2) as r:
+                    return r.status, json.loads(r.read())
+            except OSError:
+                time.sleep(0.3)
+        pytest.fail(f"LiteLLM did not answer within {STARTUP_TIMEOUT}s:\n{self.log.read_text()}")
+
+    def wait_refusal(self):
+        """The log line of a refused start (the process may linger after it: it is stopped)."""
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while time.monotonic() < deadline:
+            text = self.log.read_text()
+            if "refused to start" in text:
+                return text
+            try:
+                with urllib.request.urlopen(f"{self.url}/health/liveliness", timeout=2):
+                    pytest.fail("LiteLLM started without a master key and without the permit: "
+                                "the check is gone or changed; revisit PERMIT_KEYLESS_ENV "
+                                "(crates/modelapi-controller/src/build.rs)")
+            except OSError:
+                pass
+            if self.process.poll() is not None:
+                return self.log.read_text()
+            time.sleep(0.3)
+        pytest.fail(f"LiteLLM neither refused nor started within {STARTUP_TIMEOUT}s:\n{text}")
+
+    def stop(self):
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    need(LITELLM, "KAOS_LITELLM")
+    assert KAOSCTL.exists(), f"{KAOSCTL} is missing: cargo build -p kaosctl"
+    directory = tmp_path_factory.mktemp("litellm")
+    manifest = directory / "modelapis.yaml"
+    manifest.write_text(MANIFEST)
+    out = subprocess.run([str(KAOSCTL), "render", "-f", str(manifest)], check=True,
+                         capture_output=True, text=True)
+    return directory, [o for o in yaml.safe_load_all(out.stdout) if o]
+
+
+@pytest.fixture(scope="module")
+def proxies(rendered):
+    """The generated and the custom config served by LiteLLM, and the same generated config
+    without our permit, all started at once (each start takes tens of seconds)."""
+    directory, objects = rendered
+    with FakeOpenAI(reply="the upstream says hi") as upstream:
+        started = {
+            "generated": Proxy(objects, "generated", directory, upstream),
+            "custom": Proxy(objects, "custom", directory, upstream),
+            "no-permit": Proxy(objects, "generated", directory, upstream, permit=False),
+        }
+        try:
+            yield upstream, started
+        finally:
+            for proxy in started.values():
+                proxy.stop()
+
+
+def test_without_the_permit_this_litellm_refuses_to_start(proxies):
+    _, started = proxies
+    text = started["no-permit"].wait_refusal()
+    assert "no master key is set" in text, text
+
+
+@pytest.mark.parametrize("name,model", [("generated", "gpt-4o"), ("custom", "openai/gpt-4o")])
+def test_the_proxy_starts_and_a_completion_reaches_the_upstream(proxies, name, model):
+    upstream, started = proxies
+    proxy = started[name]
+    status, body = proxy.wait_ready()
+    assert status == 200 and body["status"] == "healthy", body
+    assert http("GET", f"{proxy.url}/health/liveliness")[0] == 200
+    before = len(upstream.completions())
+    status, body = http("POST", f"{proxy.url}/v1/chat/completions",
+                        {"model": model, "messages": [{"role": "user", "content": "hi"}]},
+                        {"Authorization": AGENT_AUTHORIZATION})
+    assert status == 200, body
+    assert body["choices"][0]["message"]["content"] == "the upstream says hi"
+    assert body["usage"]["total_tokens"] == 150
+    reached = upstream.completions()[before:]
+    assert len(reached) == 1, reached
+    headers = {k.lower(): v for k, v in reached[0]["headers"].items()}
+    assert headers["authorization"] == f"Bearer {UPSTREAM_KEY}", "the provider key from the Secret"
+    assert reached[0]["body"]["model"] == "gpt-4o"
+
+
+def test_the_real_agent_runtime_answers_through_it(rendered, proxies):
+    """The whole chain of a Proxy ModelAPI: an A2A task to the real runtime (no mock), its model
+    call through the real LiteLLM with the key it can present, the upstream's answer back."""
+    python = need(RUNTIME_PYTHON, "KAOS_AGENT_RUNTIME")
+    directory, objects = rendered
+    upstream, started = proxies
+    litellm = started["generated"]
+    litellm.wait_ready()
+    deployment = find(objects, "Deployment", "agent-assistant")
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(directory)}
+    service = f"http://modelapi-generated.{NAMESPACE}.svc.cluster.local:8000"
+    for var in deployment["spec"]["template"]["spec"]["containers"][0]["env"]:
+        env[var["name"]] = var["value"].replace(service, litellm.url)
+    assert env["MODEL_API_URL"] == litellm.url, "the agent is wired to the ModelAPI's Service"
+    port = free_port()
+    env["AGENT_PORT"] = str(port)
+    log = directory / "assistant.log"
+    agent = subprocess.Popen([python, "-m", "uvicorn", "pais.server:get_app", "--factory",
+                              "--host", "127.0.0.1", "--port", str(port)],
+                             env=env, cwd=directory, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while http_ok(f"{url}/health") is False:
+            if agent.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"the agent runtime did not start:\n{log.read_text()}")
+            time.sleep(0.3)
+        before = len(upstream.completions())
+        status, sent = http("POST", f"{url}/", {
+            "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+            "params": {"message": {"role": "user", "parts": [{"type": "text", "text": "hello"}]}}})
+        assert status == 200 and "result" in sent, sent
+        deadline = time.monotonic() + 60
+        while True:
+            status, got = http("POST", f"{url}/", {
+                "jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": sent["result"]["id"]}})
+            assert status == 200 and "result" in got, got
+            state = got["result"]["status"]["state"]
+            if state in ("completed", "failed", "canceled") or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        assert state == "completed", f"{got}\n{log.read_text()}\n{litellm.log.read_text()[-3000:]}"
+        answers = [p["text"] for m in got["result"]["history"] if m["role"] == "agent"
+                   for p in m["parts"] if p.get("type") == "text"]
+        assert answers[-1] == "the upstream says hi", got
+        reached = upstream.completions()[before:]
+        assert reached and reached[0]["body"]["model"] == "gpt-4o", reached
+    finally:
+        agent.terminate()
+        try:
+            agent.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            agent.kill()
+
+
+def http_ok(url):
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
