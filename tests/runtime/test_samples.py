@@ -5,8 +5,9 @@ settle as KAOS users expect: every Agent, ModelAPI, MCPServer and MemoryStore Re
 AccessGrant reporting that it is not enforced. The provider API key Secrets a sample reads are
 created first, as its user would.
 
-Needs kaos-cli (KAOS_AGENT_RUNTIME: the runtime's venv has it), kubectl, and
-target/debug/kaosctl. See docs/testing.md.
+Needs kaos-cli (KAOS_AGENT_RUNTIME: the runtime's venv has it), kubectl (KAOS_KUBECTL, else the
+one scripts/control-plane build makes, else PATH's; fails without) and target/debug/kaosctl. See
+docs/testing.md.
 """
 
 import json
@@ -40,15 +41,22 @@ def samples():
     return listing.stdout.split()
 
 
-def kubectl_dir():
-    """A directory holding kubectl, for kaos-cli's PATH."""
-    found = shutil.which("kubectl")
+def kubectl_dir(directory):
+    """DIRECTORY, holding `kubectl` for kaos-cli's PATH: KAOS_KUBECTL (scripts/test.sh sets it to the
+    one `scripts/control-plane build` makes), else that build's, else the kubectl on PATH. Without
+    one the test fails: it never passes by skipping."""
+    found = os.environ.get("KAOS_KUBECTL")
     if found:
-        return str(Path(found).parent)
-    built = REPO / ".cache" / "control-plane" / "bin"
-    if (built / "kubectl").exists():
-        return str(built)
-    pytest.skip("kubectl is not installed (nor built with the control plane)")
+        assert Path(found).is_file(), f"KAOS_KUBECTL={found} does not exist"
+    else:
+        cache = Path(os.environ.get("KAOS_CONTROL_PLANE_CACHE", REPO / ".cache" / "control-plane"))
+        built = cache / "bin" / "kubectl"
+        found = str(built) if built.is_file() else shutil.which("kubectl")
+    if not found:
+        pytest.fail("no kubectl: kaos-cli runs it. Build it with scripts/control-plane build (needs Go), "
+                    "put kubectl on PATH, or set KAOS_KUBECTL", pytrace=False)
+    (directory / "kubectl").symlink_to(Path(found).resolve())
+    return str(directory)
 
 
 def free_port():
@@ -62,6 +70,7 @@ def sandbox(tmp_path_factory):
     """`kaosctl dev` with nothing applied: its kubeconfig and an env for kaos-cli and kubectl."""
     assert KAOSCTL.exists(), f"{KAOSCTL} is missing: cargo build -p kaosctl"
     directory = tmp_path_factory.mktemp("samples")
+    path = kubectl_dir(tmp_path_factory.mktemp("kubectl"))
     kubeconfig = directory / "kubeconfig"
     nothing = directory / "nothing.yaml"
     nothing.write_text("# the samples are applied by the test\n")
@@ -71,7 +80,7 @@ def sandbox(tmp_path_factory):
          "--write-kubeconfig", str(kubeconfig), "--apply", str(nothing)],
         stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=directory)
     env = dict(os.environ, KUBECONFIG=str(kubeconfig), HOME=str(directory),
-               PATH=f"{kubectl_dir()}{os.pathsep}{os.environ.get('PATH', '')}")
+               PATH=f"{path}{os.pathsep}{os.environ.get('PATH', '')}")
     try:
         deadline = time.monotonic() + 60
         while True:

@@ -1,9 +1,11 @@
 //! The real `kubectl` drives the real `kaos-testkit serve` binary: our independent check that
-//! the testkit speaks Kubernetes. Skipped, with a message, only where kubectl is not installed.
+//! the testkit speaks Kubernetes. Without a kubectl the tests fail, saying where to get one: they
+//! never pass by skipping (docs/testing.md).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
 
 struct Served {
     child: Child,
@@ -39,16 +41,39 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn kubectl_available() -> bool {
-    let found = Command::new("kubectl")
-        .arg("version")
-        .arg("--client")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        eprintln!("SKIPPED: kubectl is not installed; these tests need the real kubectl");
-    }
-    found
+/// The kubectl these tests run: `KAOS_KUBECTL` (scripts/test.sh sets it to the one that
+/// `scripts/control-plane build` makes, v1.37.2), else that build's
+/// (`$KAOS_CONTROL_PLANE_CACHE/bin/kubectl`, default `.cache/control-plane/bin/kubectl`), else
+/// `kubectl` on PATH. With none of them the test fails.
+fn kubectl_binary() -> &'static Path {
+    static KUBECTL: OnceLock<PathBuf> = OnceLock::new();
+    KUBECTL.get_or_init(|| {
+        // Absolute: the tests run kubectl in the repository's root, not in this crate's.
+        if let Some(path) = std::env::var_os("KAOS_KUBECTL") {
+            return std::fs::canonicalize(&path).unwrap_or_else(|error| {
+                panic!("KAOS_KUBECTL={}: {error}", Path::new(&path).display())
+            });
+        }
+        let cache = std::env::var_os("KAOS_CONTROL_PLANE_CACHE")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| repo().join(".cache/control-plane"));
+        let built = cache.join("bin/kubectl");
+        if built.is_file() {
+            return built;
+        }
+        let on_path = Command::new("kubectl")
+            .args(["version", "--client"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        assert!(
+            on_path,
+            "no kubectl: these tests drive kaos-testkit with the real kubectl. Build it with \
+             `scripts/control-plane build` (needs Go; makes {}), put kubectl on PATH, or set \
+             KAOS_KUBECTL",
+            built.display()
+        );
+        PathBuf::from("kubectl")
+    })
 }
 
 fn serve(name: &str) -> Served {
@@ -84,7 +109,7 @@ fn serve(name: &str) -> Served {
 }
 
 fn kubectl(served: &Served, args: &[&str], stdin: Option<&str>) -> Output {
-    let mut command = Command::new("kubectl");
+    let mut command = Command::new(kubectl_binary());
     command
         .args(args)
         .env("KUBECONFIG", &served.kubeconfig)
@@ -137,9 +162,6 @@ fn patch(served: &Served, resource: &str, name: &str, patch_type: &str, patch: &
 
 #[test]
 fn kubectl_installs_crds_applies_examples_and_reads_them_back() {
-    if !kubectl_available() {
-        return;
-    }
     let served = serve("examples");
     let version = ok(&served, &["version", "-o", "json"]);
     assert!(version.contains("v1.33.0+kaos-testkit"), "{version}");
@@ -277,9 +299,6 @@ fn kubectl_installs_crds_applies_examples_and_reads_them_back() {
 
 #[test]
 fn kubectl_gets_the_cel_rule_message_and_the_strict_field_error() {
-    if !kubectl_available() {
-        return;
-    }
     let served = serve("rules");
     ok(&served, &["apply", "--server-side", "-f", "deploy/crds/"]);
     let proxy_without_config = "apiVersion: kaos.tools/v1alpha1\nkind: ModelAPI\nmetadata: {name: bad}\nspec: {mode: Proxy}\n";
@@ -312,9 +331,6 @@ fn kubectl_gets_the_cel_rule_message_and_the_strict_field_error() {
 
 #[test]
 fn kubectl_works_with_deployments_and_the_simulator() {
-    if !kubectl_available() {
-        return;
-    }
     let served = serve("deployments");
     let deployment = r#"
 apiVersion: apps/v1
