@@ -263,7 +263,7 @@ fn rejected_cases() -> Vec<(&'static str, Value, &'static str)> {
                 agent(json!({"modelAPI": "m", "model": "x"})),
                 &"a".repeat(58),
             ),
-            "<nil>: Invalid value: metadata.name must be at most 57 characters: the agent's Deployment and Service are named agent-<name>, at most 63",
+            "<nil>: Invalid value: metadata.name must be a DNS label of at most 57 characters (lowercase letters, digits and '-', no '.'): the Agent's Deployment and Service are named agent-<name>, a DNS-1035 label of at most 63",
         ),
         (
             "a ModelAPI name too long for its children's names",
@@ -271,12 +271,35 @@ fn rejected_cases() -> Vec<(&'static str, Value, &'static str)> {
                 modelapi(json!({"mode": "Hosted", "hostedConfig": {"model": "x"}})),
                 &"m".repeat(55),
             ),
-            "<nil>: Invalid value: metadata.name must be at most 54 characters: the ModelAPI's Deployment and Service are named modelapi-<name>, at most 63",
+            "<nil>: Invalid value: metadata.name must be a DNS label of at most 54 characters (lowercase letters, digits and '-', no '.'): the ModelAPI's Deployment and Service are named modelapi-<name>, a DNS-1035 label of at most 63",
         ),
         (
             "an MCPServer name too long for its children's names",
             named(mcpserver(json!({"runtime": "kubernetes"})), &"t".repeat(54)),
-            "<nil>: Invalid value: metadata.name must be at most 53 characters: the MCPServer's Deployment and Service are named mcpserver-<name>, at most 63",
+            "<nil>: Invalid value: metadata.name must be a DNS label of at most 53 characters (lowercase letters, digits and '-', no '.'): the MCPServer's Deployment and Service are named mcpserver-<name>, a DNS-1035 label of at most 63",
+        ),
+        (
+            "an Agent name with a dot (its Service agent-team.alpha is no DNS-1035 label)",
+            named(agent(json!({"modelAPI": "m", "model": "x"})), "team.alpha"),
+            "<nil>: Invalid value: metadata.name must be a DNS label of at most 57 characters (lowercase letters, digits and '-', no '.'): the Agent's Deployment and Service are named agent-<name>, a DNS-1035 label of at most 63",
+        ),
+        (
+            "a ModelAPI name with a dot",
+            named(
+                modelapi(json!({"mode": "Hosted", "hostedConfig": {"model": "x"}})),
+                "team.llm",
+            ),
+            "<nil>: Invalid value: metadata.name must be a DNS label of at most 54 characters (lowercase letters, digits and '-', no '.'): the ModelAPI's Deployment and Service are named modelapi-<name>, a DNS-1035 label of at most 63",
+        ),
+        (
+            "an MCPServer name with a dot",
+            named(mcpserver(json!({"runtime": "kubernetes"})), "team.tools"),
+            "<nil>: Invalid value: metadata.name must be a DNS label of at most 53 characters (lowercase letters, digits and '-', no '.'): the MCPServer's Deployment and Service are named mcpserver-<name>, a DNS-1035 label of at most 63",
+        ),
+        (
+            "a MemoryStore name with a dot",
+            named(memorystore(json!({})), "team.memory"),
+            "<nil>: Invalid value: metadata.name must be a DNS label of at most 51 characters (lowercase letters, digits and '-', no '.'): the MemoryStore's Deployment and Service are named memorystore-<name>, a DNS-1035 label of at most 63",
         ),
         (
             "an agent listing itself as a peer",

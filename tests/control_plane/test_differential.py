@@ -92,6 +92,11 @@ def modelapi(name, **spec):
             "metadata": {"name": name}, "spec": spec}
 
 
+def mcpserver(name, **spec):
+    return {"apiVersion": "kaos.tools/v1alpha1", "kind": "MCPServer",
+            "metadata": {"name": name}, "spec": spec}
+
+
 def memorystore(name, **spec):
     models = {"summarization": {"modelAPI": "llm", "model": "s"},
               "embedding": {"modelAPI": "llm", "model": "e"}}
@@ -403,6 +408,12 @@ CEL_CASES = [
     ("a blocking error: rules not checked", "modelapis",
      modelapi("mode", mode="Local", proxyConfig={"models": ["*"], "apiKey": {}})),
     ("a rule on the whole object (metadata.name)", "agents", agent("a" * 58)),
+    # A dotted name is a valid custom resource name but not a Service name: every workload kind
+    # refuses it (issue: a Service agent-team.alpha is refused by kube-apiserver).
+    ("a dotted Agent name", "agents", agent("team.alpha")),
+    ("a dotted ModelAPI name", "modelapis", modelapi("team.llm", mode="Hosted", hostedConfig={"model": "x"})),
+    ("a dotted MCPServer name", "mcpservers", mcpserver("team.tools", runtime="kubernetes")),
+    ("a dotted MemoryStore name", "memorystores", memorystore("team.memory")),
     ("a rule with a fieldPath and a rule on a list",
      "agents", agent("self", agentNetwork={"access": ["b", "b", "self"]})),
     ("a string over maxLength (value not printed; rules not checked)",

@@ -232,6 +232,7 @@ pub fn build(
     let level = settings.data_plane.pod_security;
     let pod = workload_pod(generated, level, false, spec.workload.pod_spec.as_deref())?;
     let workload = workload(agent);
+    workload.check_name(&name)?;
     let scaled = ScaledChildren::of(&workload, &spec.scaling);
     let exposed = spec.exposed();
     let timeout = spec.workload.route_timeout();

@@ -159,6 +159,18 @@ fn a_minimal_agent_and_a_user_override_in_place() {
 }
 
 #[test]
+fn a_name_admitted_before_the_name_rule_fails_instead_of_running_without_a_service() {
+    let dotted = agent("team.alpha", json!({"modelAPI": "llm", "model": "m"}));
+    let err = build(&dotted, &rich_resolved(), &settings(&[])).expect_err("no Service name");
+    assert_eq!(err.reason, "InvalidName");
+    assert!(
+        err.message.contains("\"agent-team.alpha\""),
+        "{}",
+        err.message
+    );
+}
+
+#[test]
 fn names_labels_port_probes_service_and_endpoint() {
     let d = build(&rich_agent(), &rich_resolved(), &settings(&[])).expect("builds");
     assert_name_labels_and_owner(

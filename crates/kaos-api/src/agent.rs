@@ -21,10 +21,7 @@ pub const MAX_NAME_LENGTH: u32 = 57;
 /// Rules on the whole object, the only place a CEL rule can read `metadata.name`.
 pub(crate) fn object_rules() -> serde_json::Value {
     serde_json::json!([
-        {
-            "rule": format!("self.metadata.name.size() <= {MAX_NAME_LENGTH}"),
-            "message": format!("metadata.name must be at most {MAX_NAME_LENGTH} characters: the agent's Deployment and Service are named agent-<name>, at most 63"),
-        },
+        crate::common::child_name_rule("Agent", "agent", MAX_NAME_LENGTH),
         {
             "rule": "!has(self.spec.agentNetwork) || !has(self.spec.agentNetwork.access) || !(self.metadata.name in self.spec.agentNetwork.access)",
             "message": "an agent cannot list itself in agentNetwork.access",

@@ -21,6 +21,17 @@ pub const DNS_LABEL: &str = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 /// A DNS-1123 subdomain (ServiceAccount names).
 pub const DNS_SUBDOMAIN: &str =
     "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+/// The rule on a workload kind's `metadata.name`: its children are named `<prefix>-<name>`, and a
+/// Service name is a DNS-1035 label (at most 63 of lowercase letters, digits and '-'), so the name
+/// must fit in what is left and hold no '.' (which the API server allows in a custom resource's
+/// name, a DNS subdomain, but refuses in a Service's). Both checks are plain string functions, so
+/// the rule's cost is small whatever the name.
+pub(crate) fn child_name_rule(kind: &str, prefix: &str, max_length: u32) -> serde_json::Value {
+    serde_json::json!({
+        "rule": format!("self.metadata.name.size() <= {max_length} && !self.metadata.name.contains('.')"),
+        "message": format!("metadata.name must be a DNS label of at most {max_length} characters (lowercase letters, digits and '-', no '.'): the {kind}'s Deployment and Service are named {prefix}-<name>, a DNS-1035 label of at most 63"),
+    })
+}
 /// An environment variable name every shell and runtime can read.
 pub const ENV_VAR_NAME: &str = "^[A-Za-z_][A-Za-z0-9_]*$";
 /// Text passed to the pods as an environment variable: Linux refuses a single `NAME=value`

@@ -14,10 +14,10 @@ pub const MAX_NAME_LENGTH: u32 = 53;
 
 /// Rules on the whole object, the only place a CEL rule can read `metadata.name`.
 pub(crate) fn object_rules() -> serde_json::Value {
-    serde_json::json!([{
-        "rule": format!("self.metadata.name.size() <= {MAX_NAME_LENGTH}"),
-        "message": format!("metadata.name must be at most {MAX_NAME_LENGTH} characters: the MCPServer's Deployment and Service are named mcpserver-<name>, at most 63"),
-    }, crate::scaling::object_rule()])
+    serde_json::json!([
+        crate::common::child_name_rule("MCPServer", "mcpserver", MAX_NAME_LENGTH),
+        crate::scaling::object_rule()
+    ])
 }
 
 /// The runtime name that takes image, command and args from `spec.container`.

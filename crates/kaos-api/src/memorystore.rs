@@ -19,10 +19,11 @@ pub const PORT: i32 = 8080;
 
 /// Rules on the whole object, the only place a CEL rule can read `metadata.name`.
 pub(crate) fn object_rules() -> serde_json::Value {
-    serde_json::json!([{
-        "rule": format!("self.metadata.name.size() <= {MAX_NAME_LENGTH}"),
-        "message": format!("metadata.name must be at most {MAX_NAME_LENGTH} characters: the MemoryStore's Deployment and Service are named memorystore-<name>, at most 63"),
-    }])
+    serde_json::json!([crate::common::child_name_rule(
+        "MemoryStore",
+        "memorystore",
+        MAX_NAME_LENGTH
+    )])
 }
 
 /// The short-term compaction marks, as kaos-memory derives them: a mark that is 0 or absent comes

@@ -15,10 +15,10 @@ pub const MAX_NAME_LENGTH: u32 = 54;
 
 /// Rules on the whole object, the only place a CEL rule can read `metadata.name`.
 pub(crate) fn object_rules() -> serde_json::Value {
-    serde_json::json!([{
-        "rule": format!("self.metadata.name.size() <= {MAX_NAME_LENGTH}"),
-        "message": format!("metadata.name must be at most {MAX_NAME_LENGTH} characters: the ModelAPI's Deployment and Service are named modelapi-<name>, at most 63"),
-    }, crate::scaling::object_rule()])
+    serde_json::json!([
+        crate::common::child_name_rule("ModelAPI", "modelapi", MAX_NAME_LENGTH),
+        crate::scaling::object_rule()
+    ])
 }
 
 /// The desired state of a ModelAPI.

@@ -11,6 +11,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::core::DynamicObject;
 use serde_json::json;
 
+use crate::build_error::BuildError;
 use crate::gateway::{GatewayArgs, http_route_resource};
 use crate::podspec::stable_hash;
 
@@ -31,6 +32,30 @@ pub struct Workload {
 }
 
 impl Workload {
+    /// Whether the children can carry this name: a Service name must be a DNS-1035 label (at most
+    /// 63 lowercase letters, digits and '-', starting with a letter). Admission refuses a
+    /// resource name that breaks this (kaos-api's `child_name_rule`); this catches one admitted
+    /// before that rule, which would otherwise run a Deployment whose Service the API server
+    /// refuses.
+    pub fn check_name(&self, resource: &str) -> Result<(), BuildError> {
+        let name = self.name.as_str();
+        let label = name.len() <= 63
+            && name.starts_with(|c: char| c.is_ascii_lowercase())
+            && name.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        if label {
+            return Ok(());
+        }
+        Err(BuildError::new(
+            "InvalidName",
+            format!(
+                "metadata.name {resource:?} cannot name a Service: {name:?} must be a DNS-1035 label (at most 63 lowercase letters, digits and '-'); recreate the resource under a name without '.'"
+            ),
+        ))
+    }
+
     fn metadata(&self, name: &str) -> ObjectMeta {
         ObjectMeta {
             name: Some(name.to_string()),
@@ -192,6 +217,30 @@ mod tests {
             json!([{"name": "http", "port": 8000, "targetPort": 8000, "protocol": "TCP"}])
         );
         assert_eq!(service["metadata"]["ownerReferences"][0]["uid"], "u");
+    }
+
+    #[test]
+    fn a_name_that_cannot_name_a_service_is_refused() {
+        let named = |name: &str| Workload {
+            name: name.into(),
+            ..workload()
+        };
+        assert_eq!(named("agent-a").check_name("a"), Ok(()));
+        assert_eq!(
+            named(&format!("agent-{}", "a".repeat(57))).check_name("x"),
+            Ok(())
+        );
+        for bad in [
+            "agent-team.alpha".to_string(),
+            format!("agent-{}", "a".repeat(58)),
+            "agent-A".into(),
+            "agent-a-".into(),
+            "9agent".into(),
+        ] {
+            let err = named(&bad).check_name("team.alpha").expect_err(&bad);
+            assert_eq!(err.reason, "InvalidName");
+            assert!(err.message.contains(&format!("{bad:?}")), "{}", err.message);
+        }
     }
 
     #[test]

@@ -180,6 +180,7 @@ pub fn build(
         owner: owner_of(s),
         port: PORT,
     };
+    workload.check_name(&name)?;
     let timeout = s.spec.workload.route_timeout();
     let scaled = ScaledChildren::of(&workload, &s.spec.scaling);
     let policies = &settings.data_plane.network_policy;

@@ -45,6 +45,14 @@ fn pod(d: &Desired) -> Value {
 }
 
 #[test]
+fn a_name_admitted_before_the_name_rule_fails() {
+    let mut dotted = server(json!({"runtime": "python-string", "params": "x = 1"}));
+    dotted.metadata.name = Some("team.tools".into());
+    let err = build(&dotted, &default_registry(), &settings(&[])).expect_err("no Service name");
+    assert_eq!(err.reason, "InvalidName");
+}
+
+#[test]
 fn python_string_names_labels_port_probes_and_params() {
     let d = built(
         json!({"runtime": "python-string", "params": "def echo(x): return x"}),

@@ -349,6 +349,7 @@ pub fn build(
         owner: owner_of(store),
         port: PORT,
     };
+    workload.check_name(&name)?;
     let replicas = spec.effective_replicas();
     let mut deployment = workload.deployment(pod, Some(replicas));
     if local && let Some(deployment_spec) = deployment.spec.as_mut() {

@@ -54,6 +54,14 @@ fn container(d: &Desired) -> Value {
 }
 
 #[test]
+fn a_name_admitted_before_the_name_rule_fails() {
+    let mut dotted = store(json!({"storage": {"type": "local"}, "models": models_spec()}));
+    dotted.metadata.name = Some("team.memory".into());
+    let err = build(&dotted, &service(), &settings(&[])).expect_err("no Service name");
+    assert_eq!(err.reason, "InvalidName");
+}
+
+#[test]
 fn a_local_store_is_one_pod_on_its_claim_with_kaos_names_probes_and_env() {
     let d = built(
         json!({"storage": {"type": "local"}, "models": models_spec()}),

@@ -368,6 +368,7 @@ pub fn build(m: &ModelAPI, settings: &Settings) -> Result<Desired, BuildError> {
         owner: owner_of(m),
         port,
     };
+    workload.check_name(&name)?;
     let config_map = config_text.map(|text| ConfigMap {
         metadata: ObjectMeta {
             name: Some(config_map_name(&name)),

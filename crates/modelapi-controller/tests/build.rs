@@ -266,6 +266,14 @@ fn litellm_may_start_keyless_whatever_the_config_source() {
     assert_eq!(permit(&built(hosted, &[])), None);
 }
 
+#[test]
+fn a_name_admitted_before_the_name_rule_fails() {
+    let mut dotted = modelapi(proxy());
+    dotted.metadata.name = Some("team.llm".into());
+    let err = build(&dotted, &settings(&[])).expect_err("no Service name");
+    assert_eq!(err.reason, "InvalidName");
+}
+
 /// Ollama's home, where its data volume is (docs/security.md).
 const HOME: (&str, &str) = ("HOME", "/root");
 
