@@ -10,7 +10,7 @@ use kaos_api::agent::{Agent, AgentPhase, AgentSpec, AgentStatus};
 use kaos_api::common::WorkloadStatus;
 use kaos_workload::compact::Compact;
 use kaos_workload::packed::SlimMeta;
-use kaos_workload::reconciler::status_digest;
+use kaos_workload::reconciler::{StatusDigest, status_digest};
 use serde::Deserialize;
 
 use crate::status::OWN_CONDITIONS;
@@ -122,6 +122,13 @@ impl From<Agent> for CachedAgent {
     }
 }
 
+impl StatusDigest for CachedAgent {
+    /// [`status_digest`] of its status, if it has one.
+    fn status_digest(&self) -> Option<u64> {
+        self.status.as_ref().map(|s| s.digest)
+    }
+}
+
 impl CachedAgent {
     pub fn spec(&self) -> AgentSpec {
         self.spec.get()
@@ -129,11 +136,6 @@ impl CachedAgent {
 
     pub fn phase(&self) -> Option<AgentPhase> {
         self.status.as_ref().and_then(|s| s.phase)
-    }
-
-    /// [`status_digest`] of its status, if it has one.
-    pub fn status_digest(&self) -> Option<u64> {
-        self.status.as_ref().map(|s| s.digest)
     }
 
     /// The endpoint it offers its listers as a peer ([`crate::naming::advertised_endpoint`]).

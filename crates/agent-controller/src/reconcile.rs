@@ -9,7 +9,7 @@ use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::error::ReconcileError;
 use kaos_workload::identity::{SharedSecurityIds, conflict_of};
 use kaos_workload::index::RelationIndex;
-use kaos_workload::reconciler::{Core, Reconciles};
+use kaos_workload::reconciler::{Core, Reconciles, StatusDigest};
 use kaos_workload::stores::cached;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;

@@ -14,6 +14,7 @@ use kaos_harness::cluster::{TestCluster, eventually};
 use kaos_harness::deployments::{env_value, image_of};
 use kaos_harness::fixtures::*;
 use kaos_harness::status::{Conditioned, Phased};
+use kube::ResourceExt;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::{llm, start};
@@ -205,6 +206,92 @@ async fn a_hand_edited_deployment_and_a_deleted_service_are_restored() {
     .await;
     h.delete::<Service>("agent-d").await;
     h.until("agent-d", "back", |_: &Service| true).await;
+}
+
+/// What the controller owns of a Service: its type, ports and selector, whole.
+fn owned_part(service: &Service) -> serde_json::Value {
+    let spec = service.spec.clone().unwrap_or_default();
+    json!({"type": spec.type_, "ports": spec.ports, "selector": spec.selector})
+}
+
+#[tokio::test]
+async fn a_hand_edited_service_is_put_back_whole_and_a_users_label_stays() {
+    let h = start();
+    h.apply_with_status(&llm().ready()).await;
+    agent(&h, "s", &[]);
+    all_ready(&h, &["s"]).await;
+    let services = h.api::<Service>();
+    let ours = owned_part(&services.get("agent-s").await.expect("service"));
+    let edits = [
+        ("the selector changed", Patch::Merge(json!({"spec": {"selector": {"agent": "other"}}}))),
+        (
+            "a port changed",
+            Patch::Json(serde_json::from_value(json!([{"op": "replace", "path": "/spec/ports/0/port", "value": 9000}])).expect("patch")),
+        ),
+        (
+            "a port added",
+            Patch::Json(serde_json::from_value(json!([{"op": "add", "path": "/spec/ports/-", "value": {"name": "extra", "port": 9090, "targetPort": 9090}}])).expect("patch")),
+        ),
+        ("a label added", Patch::Merge(json!({"metadata": {"labels": {"team": "ml"}}}))),
+    ];
+    for (what, edit) in edits {
+        let edited = services
+            .patch("agent-s", &PatchParams::default(), &edit)
+            .await
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        if what != "a label added" {
+            assert_ne!(owned_part(&edited), ours, "{what}: the edit took");
+        }
+        h.until("agent-s", what, |s: &Service| owned_part(s) == ours)
+            .await;
+    }
+    eventually("the user's label stays", || async {
+        let s = services.get("agent-s").await.ok()?;
+        (s.labels().get("team").map(String::as_str) == Some("ml")).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_status_written_by_hand_is_put_back() {
+    let h = start();
+    h.apply_with_status(&llm().ready()).await;
+    agent(&h, "st", &[]);
+    all_ready(&h, &["st"]).await;
+    h.api::<Agent>()
+        .patch_status(
+            "st",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Failed", "ready": false}})),
+        )
+        .await
+        .expect("status overwritten");
+    h.until("st", "its status put back", |a: &Agent| {
+        a.phase() == Some(AgentPhase::Ready) && a.status.as_ref().is_some_and(|s| s.ready)
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_name_admitted_before_the_name_rule_fails_and_gets_no_children() {
+    let h = start();
+    h.apply_with_status(&llm().ready()).await;
+    install_crd_without_object_rules(&h);
+    agent(&h, "team.alpha", &[]);
+    let failed = h
+        .until("team.alpha", "failed", |a: &Agent| {
+            a.phase() == Some(AgentPhase::Failed) && a.reason("Ready") == "InvalidName"
+        })
+        .await;
+    assert!(
+        failed
+            .message()
+            .contains("\"agent-team.alpha\" must be a DNS-1035 label"),
+        "{}",
+        failed.message()
+    );
+    assert!(h.get_opt::<Deployment>("agent-team.alpha").await.is_none());
+    assert!(h.get_opt::<Service>("agent-team.alpha").await.is_none());
 }
 
 #[tokio::test]

@@ -30,6 +30,24 @@ pub fn covers(observed: &Value, desired: &Value) -> bool {
     }
 }
 
+/// Whether `observed` holds `desired` and nothing more at the top of each of `pointers`: a list
+/// of the same length (its items matched as in [`covers`]), a map with the same keys, an equal
+/// value. Fields the desired object leaves out are not compared.
+pub fn holds_whole(observed: &Value, desired: &Value, pointers: &[&str]) -> bool {
+    pointers.iter().all(|pointer| {
+        let Some(want) = desired.pointer(pointer).filter(|v| !v.is_null()) else {
+            return true;
+        };
+        let got = observed.pointer(pointer).unwrap_or(&Value::Null);
+        let same_size = match (got, want) {
+            (Value::Array(o), Value::Array(d)) => o.len() == d.len(),
+            (Value::Object(o), Value::Object(d)) => o.len() == d.len(),
+            _ => true,
+        };
+        same_size && covers(got, want)
+    })
+}
+
 fn is_empty(value: &Value) -> bool {
     match value {
         Value::Null => true,
@@ -105,6 +123,41 @@ mod tests {
         assert!(
             !covers(&json!({"spec": {}}), &desired),
             "a non-empty list is still required"
+        );
+    }
+
+    #[test]
+    fn a_field_owned_whole_holds_nothing_more() {
+        let owned = ["/spec/ports", "/spec/selector", "/spec/type"];
+        let desired = json!({"spec": {"type": "ClusterIP", "selector": {"app": "a"},
+            "ports": [{"name": "http", "port": 8000}]}});
+        let observed = json!({"spec": {"type": "ClusterIP", "clusterIP": "10.0.0.1",
+            "selector": {"app": "a"}, "ports": [{"name": "http", "port": 8000, "protocol": "TCP"}]}});
+        assert!(
+            holds_whole(&observed, &desired, &owned),
+            "server defaults are not drift"
+        );
+        let mut added = observed.clone();
+        added["spec"]["ports"]
+            .as_array_mut()
+            .expect("ports")
+            .push(json!({"name": "extra", "port": 9090}));
+        assert!(!holds_whole(&added, &desired, &owned), "a port added");
+        let mut changed = observed.clone();
+        changed["spec"]["ports"][0]["port"] = json!(9000);
+        assert!(!holds_whole(&changed, &desired, &owned), "a port changed");
+        let mut selector = observed.clone();
+        selector["spec"]["selector"]["extra"] = json!("x");
+        assert!(
+            !holds_whole(&selector, &desired, &owned),
+            "a selector key added"
+        );
+        let mut typed = observed;
+        typed["spec"]["type"] = json!("NodePort");
+        assert!(!holds_whole(&typed, &desired, &owned), "another type");
+        assert!(
+            holds_whole(&json!({}), &json!({}), &owned),
+            "nothing desired there"
         );
     }
 

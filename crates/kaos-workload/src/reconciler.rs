@@ -19,6 +19,7 @@ use kaos_runtime::backoff::Backoff;
 use kaos_runtime::error::{ReconcileError, Step, StepExt};
 use kaos_runtime::events::Events;
 use kube::api::{Api, Patch, PatchParams};
+use kube::core::object::HasStatus;
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
@@ -43,10 +44,27 @@ fn reference_rechecks() -> Backoff {
     Backoff::new(Duration::from_secs(1), Duration::from_secs(60))
 }
 
-/// What a primary kind needs to be reconciled by the skeleton: a cached kind with a static type.
-pub trait Primary: Watched + Resource<DynamicType = ()> {}
+/// What a primary kind needs to be reconciled by the skeleton: a cached kind with a static type
+/// whose status the controller writes and can tell apart.
+pub trait Primary: Watched + Resource<DynamicType = ()> + StatusDigest {}
 
-impl<K: Watched + Resource<DynamicType = ()>> Primary for K {}
+impl<K: Watched + Resource<DynamicType = ()> + StatusDigest> Primary for K {}
+
+/// The [`status_digest`] of the status an object holds (None without one): the trigger compares
+/// it with what it saw, so a status someone else wrote is put back.
+pub trait StatusDigest {
+    fn status_digest(&self) -> Option<u64>;
+}
+
+impl<K> StatusDigest for K
+where
+    K: HasStatus,
+    K::Status: Serialize,
+{
+    fn status_digest(&self) -> Option<u64> {
+        self.status().map(status_digest)
+    }
+}
 
 /// A controller's context for kind `K`: the [`Core`] its objects are reconciled on, and the
 /// reconcile of one object once the core has taken its turn (the finalizer added, a deletion

@@ -1,8 +1,9 @@
 //! Change-only triggers: which watch events mean "reconcile again".
 //!
 //! A parent is reconciled when its spec changes or it is being deleted (its own status and
-//! finalizer writes do not count: [`spec_or_deletion`]), and when something it reads from
-//! another object changes. [`ChangeTracker`] keeps, per object, a hash of just what dependents
+//! finalizer writes do not count: [`spec_or_deletion`]), when its status changes by another
+//! writer's hand (the status is the controller's: it is put back), and when something it reads
+//! from another object changes. [`ChangeTracker`] keeps, per object, a hash of just what dependents
 //! read (a ModelAPI's readiness and endpoint, a peer's endpoint, …) and reports an object only
 //! when that projection changed, appeared or disappeared.
 
@@ -17,7 +18,9 @@ use std::sync::{Arc, Mutex};
 use futures::{Stream, StreamExt, stream};
 use kube::runtime::reflector::ObjectRef;
 
+use crate::expectations::Expectations;
 use crate::index::{Name, Relation, RelationIndex, name_of};
+use crate::reconciler::{Primary, status_key};
 use crate::stores::Events;
 
 /// The primary's predicate: its generation (spec changes), whether it is being deleted, and its
@@ -34,18 +37,29 @@ pub fn spec_or_deletion<K: Resource>(object: &K) -> Option<u64> {
 }
 
 /// Passes the primaries to reconcile: an object whose [`spec_or_deletion`] changed since it was
-/// last passed, or that is new. Like kube-runtime's `predicate_filter`, which keys its memory by
-/// a copy of each object's name, namespace and uid and keeps it for an hour after the object is
-/// gone; here the key is a digest of those, forgotten with the object.
-#[derive(Default)]
+/// last passed, or that is new, or whose status changed in a write that is not this process's
+/// own (`status_writes` knows the versions its status writes returned). Like kube-runtime's
+/// `predicate_filter`, which keys its memory by a copy of each object's name, namespace and uid
+/// and keeps it for an hour after the object is gone; here the key is a digest of those,
+/// forgotten with the object.
 pub struct PrimaryChanges {
-    seen: HashMap<u64, u64>,
+    /// Per object: its [`spec_or_deletion`] and its status digest when last seen.
+    seen: HashMap<u64, (u64, Option<u64>)>,
     relist: Relist<u64>,
+    status_writes: Arc<Expectations>,
 }
 
 impl PrimaryChanges {
+    pub fn new(status_writes: Arc<Expectations>) -> Self {
+        Self {
+            seen: HashMap::new(),
+            relist: Relist::default(),
+            status_writes,
+        }
+    }
+
     /// The object of `event` if it is to be reconciled.
-    pub fn pass<K: Resource>(&mut self, event: Event<K>) -> Option<K> {
+    pub fn pass<K: Primary>(&mut self, event: Event<K>) -> Option<K> {
         match event {
             Event::Init => {
                 self.relist.start();
@@ -69,9 +83,18 @@ impl PrimaryChanges {
         }
     }
 
-    fn changed<K: Resource>(&mut self, key: u64, object: K) -> Option<K> {
-        let value = spec_or_deletion(&object)?;
-        (self.seen.insert(key, value) != Some(value)).then_some(object)
+    fn changed<K: Primary>(&mut self, key: u64, object: K) -> Option<K> {
+        let spec = spec_or_deletion(&object)?;
+        let status = object.status_digest();
+        let Some((seen_spec, seen_status)) = self.seen.insert(key, (spec, status)) else {
+            return Some(object);
+        };
+        let foreign_status = seen_status != status
+            && !self.status_writes.is_own_write(
+                &status_key(&object),
+                object.meta().resource_version.as_deref(),
+            );
+        (seen_spec != spec || foreign_status).then_some(object)
     }
 }
 
@@ -229,6 +252,8 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::ConfigMap;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kaos_api::common::Phase;
+    use kaos_api::modelapi::{ModelAPI, ModelAPIStatus};
 
     fn cm(name: &str, endpoint: &str, other: &str) -> ConfigMap {
         ConfigMap {
@@ -276,19 +301,36 @@ mod tests {
         assert_eq!(t.observe(&Event::InitDone), [n("b")]);
     }
 
-    #[test]
-    fn primaries_pass_when_new_or_changed_and_are_forgotten_when_gone() {
-        let mut changes = PrimaryChanges::default();
-        let object = |generation, uid: &str| ConfigMap {
-            metadata: ObjectMeta {
-                name: Some("a".into()),
-                namespace: Some("ns".into()),
-                uid: Some(uid.into()),
-                generation: Some(generation),
-                ..Default::default()
-            },
+    /// A ModelAPI (a kind with a status) at this generation, uid and resourceVersion.
+    fn primary(generation: i64, uid: &str, version: &str) -> ModelAPI {
+        let spec = serde_json::from_value(
+            serde_json::json!({"mode": "Hosted", "hostedConfig": {"model": "m"}}),
+        )
+        .expect("a ModelAPI spec");
+        let mut object = ModelAPI::new("a", spec);
+        object.metadata = ObjectMeta {
+            name: Some("a".into()),
+            namespace: Some("ns".into()),
+            uid: Some(uid.into()),
+            generation: Some(generation),
+            resource_version: Some(version.into()),
             ..Default::default()
         };
+        object
+    }
+
+    fn with_phase(mut object: ModelAPI, phase: Phase) -> ModelAPI {
+        object.status = Some(ModelAPIStatus {
+            phase: Some(phase),
+            ..Default::default()
+        });
+        object
+    }
+
+    #[test]
+    fn primaries_pass_when_new_or_changed_and_are_forgotten_when_gone() {
+        let mut changes = PrimaryChanges::new(Arc::default());
+        let object = |generation, uid: &str| primary(generation, uid, "1");
         assert!(changes.pass(Event::Apply(object(1, "u1"))).is_some(), "new");
         assert!(
             changes.pass(Event::Apply(object(1, "u1"))).is_none(),
@@ -308,10 +350,29 @@ mod tests {
             "forgotten"
         );
         // A relist passes nothing unchanged and forgets what it no longer lists.
-        assert!(changes.pass(Event::<ConfigMap>::Init).is_none());
+        assert!(changes.pass(Event::<ModelAPI>::Init).is_none());
         assert!(changes.pass(Event::InitApply(object(2, "u2"))).is_none());
-        assert!(changes.pass(Event::<ConfigMap>::InitDone).is_none());
+        assert!(changes.pass(Event::<ModelAPI>::InitDone).is_none());
         assert_eq!(changes.seen.len(), 1, "u1 was not relisted");
+    }
+
+    #[test]
+    fn a_status_written_by_another_hand_passes_and_our_own_does_not() {
+        let writes = Arc::<Expectations>::default();
+        let mut changes = PrimaryChanges::new(writes.clone());
+        let ready = with_phase(primary(1, "u", "1"), Phase::Ready);
+        assert!(changes.pass(Event::Apply(ready.clone())).is_some(), "new");
+        // Our own status write: the version it returned.
+        let key = status_key(&ready);
+        writes.wrote(key, "h".into(), Some("1"), Some("2".into()), None);
+        let ours = with_phase(primary(1, "u", "2"), Phase::Pending);
+        assert!(changes.pass(Event::Apply(ours)).is_none(), "our own write");
+        // A user's: another version, another status.
+        let theirs = with_phase(primary(1, "u", "3"), Phase::Failed);
+        assert!(changes.pass(Event::Apply(theirs)).is_some(), "put back");
+        // Another writer's change that leaves the status as it was is no news.
+        let label = with_phase(primary(1, "u", "4"), Phase::Failed);
+        assert!(changes.pass(Event::Apply(label)).is_none());
     }
 
     #[test]

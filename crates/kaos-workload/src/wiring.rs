@@ -203,7 +203,7 @@ where
             on_event(event)
         })
         .try_filter_map({
-            let mut changes = PrimaryChanges::default();
+            let mut changes = PrimaryChanges::new(expectations.clone());
             move |event| futures::future::ready(Ok(changes.pass(event)))
         })
         .inspect_ok({

@@ -53,6 +53,10 @@ pub trait ChildResource:
     /// Whether an existing child is left as it is: written once, never updated (a claim's
     /// size cannot shrink and may not grow on its storage class; the data is the user's).
     const CREATE_ONLY: bool = false;
+    /// Fields (JSON pointers) the controller owns whole: what another manager added to them is
+    /// drift too, and is removed. Server-side apply keeps what other managers own, so a drifted
+    /// child's fields are first replaced by a JSON patch (tested against the version read).
+    const OWNED_WHOLE: &'static [&'static str] = &[];
     /// What moves whenever the object's content changes: the resourceVersion, unless the kind
     /// has a generation (which status writes leave alone).
     fn content_version(meta: &ObjectMeta) -> Option<String> {
@@ -95,6 +99,10 @@ impl ChildResource for Service {
     const KIND: ChildKind = ChildKind::Service;
     type Cached = MetaView<Service>;
     const CACHED_WHOLE: bool = false;
+    /// The Service is the workload's address: a port or selector entry a user adds (or changes,
+    /// which apply alone would turn into two ports of one name) would send callers elsewhere.
+    /// Labels and annotations users add stay (docs/reconcile.md).
+    const OWNED_WHOLE: &'static [&'static str] = &["/spec/type", "/spec/ports", "/spec/selector"];
     namespaced_api!();
     fn store(children: &Children) -> Option<&ChildStore<Self::Cached>> {
         Some(&children.services)

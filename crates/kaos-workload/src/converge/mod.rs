@@ -24,11 +24,12 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::core::DynamicObject;
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
+use serde_json::{Value, json};
 
 use crate::child_store::ChildStore;
 use crate::children::{controlled_by, is_current};
 use crate::deployment_view::DeploymentView;
-use crate::drift::covers;
+use crate::drift::{covers, holds_whole};
 use crate::expectations::{Expectations, Key, Observed, Verdict};
 use crate::meta_view::MetaView;
 use crate::packed::Labelled;
@@ -195,13 +196,35 @@ impl Children {
         }
         let api = K::api(parent.client, namespace);
         let target = || format!("{} {namespace}/{name}", kind.as_str());
-        if let Some(observed) = &observed
-            && self
-                .is_covered(&api, &key, observed.as_ref(), &desired, &hash)
+        if let Some(observed) = &observed {
+            match self
+                .coverage(&api, &key, observed.as_ref(), &desired, &hash)
                 .await
                 .step(Step::ReadChild, target)?
-        {
-            return Ok(Applied::Unchanged);
+            {
+                Coverage::Covered => return Ok(Applied::Unchanged),
+                Coverage::Drifted(Some(whole)) => {
+                    let replaced =
+                        replace_owned_whole(&api, parent.field_manager, &whole, &desired)
+                            .await
+                            .step(Step::ApplyChild, target)?;
+                    // That write may have been all the drift: then it is the one write.
+                    if let Some(patched) = replaced
+                        && is_current(patched.meta(), &hash)
+                        && covers_json(&patched, &desired)
+                    {
+                        self.expectations.wrote(
+                            key,
+                            hash,
+                            observed.meta().resource_version.as_deref(),
+                            patched.meta().resource_version.clone(),
+                            K::content_version(patched.meta()),
+                        );
+                        return Ok(Applied::Written(name));
+                    }
+                }
+                Coverage::Drifted(None) => {}
+            }
         }
         // What the server held before the write, as far as this process knows: the cached
         // object, or the one read just below.
@@ -254,19 +277,19 @@ impl Children {
 
     /// Whether the cached child carries the desired hash and still holds every desired field (a
     /// hand edit or another tool's change of one of our fields is drift, and is reverted).
-    async fn is_covered<K: ChildResource>(
+    async fn coverage<K: ChildResource>(
         &self,
         api: &Api<K>,
         key: &Key,
         observed: &K::Cached,
         desired: &K,
         hash: &str,
-    ) -> Result<bool, kube::Error> {
+    ) -> Result<Coverage<K>, kube::Error> {
         if !is_current(observed, hash) {
-            return Ok(false);
+            return Ok(Coverage::Drifted(None));
         }
         if K::CACHED_WHOLE {
-            return Ok(covers_json(observed, desired));
+            return Ok(Coverage::when(covers_json(observed, desired)));
         }
         let unlabelled = ObjectMeta {
             labels: None,
@@ -274,29 +297,32 @@ impl Children {
             ..desired.meta().clone()
         };
         if !observed.labels_cover(desired.meta()) || !covers_json(observed.meta(), &unlabelled) {
-            return Ok(false);
+            return Ok(Coverage::Drifted(None));
         }
         let version = K::content_version(observed.meta());
         if self
             .expectations
             .unchanged_since(key, hash, version.as_deref())
         {
-            return Ok(true);
+            return Ok(Coverage::Covered);
         }
         // The cache keeps no spec and nothing this process saw vouches for this version.
         let Some(whole) = api.get_opt(&key.2).await? else {
-            return Ok(false);
+            return Ok(Coverage::Drifted(None));
         };
-        let covered = is_current(whole.meta(), hash) && covers_json(&whole, desired);
-        if covered {
-            self.expectations.confirmed(
-                key.clone(),
-                hash.to_string(),
-                whole.meta().resource_version.clone(),
-                K::content_version(whole.meta()),
-            );
+        let covered = is_current(whole.meta(), hash)
+            && covers_json(&whole, desired)
+            && holds_owned_whole(&whole, desired);
+        if !covered {
+            return Ok(Coverage::Drifted(Some(whole)));
         }
-        Ok(covered)
+        self.expectations.confirmed(
+            key.clone(),
+            hash.to_string(),
+            whole.meta().resource_version.clone(),
+            K::content_version(whole.meta()),
+        );
+        Ok(Coverage::Covered)
     }
 
     /// Deletes the child if we control it; a kind the controller keeps no cache of has none.
@@ -373,6 +399,70 @@ async fn missing_references(
         return Vec::new();
     }
     references::missing(parent.client, parent.namespace, required).await
+}
+
+/// What a child holds against the desired one.
+enum Coverage<K> {
+    Covered,
+    /// Not what is desired; with the whole object when it was read.
+    Drifted(Option<K>),
+}
+
+impl<K> Coverage<K> {
+    fn when(covered: bool) -> Self {
+        if covered {
+            Self::Covered
+        } else {
+            Self::Drifted(None)
+        }
+    }
+}
+
+/// Whether `observed` holds nothing but the desired value in the fields its kind owns whole.
+fn holds_owned_whole<K: ChildResource>(observed: &K, desired: &K) -> bool {
+    K::OWNED_WHOLE.is_empty()
+        || match (
+            serde_json::to_value(observed),
+            serde_json::to_value(desired),
+        ) {
+            (Ok(o), Ok(d)) => holds_whole(&o, &d, K::OWNED_WHOLE),
+            _ => false,
+        }
+}
+
+/// Puts the desired value in each field its kind owns whole that holds more or other (what
+/// another manager added there would survive a server-side apply), and returns the object as
+/// the write left it (None when there was nothing to replace). A JSON patch tested against the
+/// version read: an object changed since makes it fail with a conflict, and the retry reads it
+/// again.
+async fn replace_owned_whole<K: ChildResource>(
+    api: &Api<K>,
+    field_manager: &str,
+    observed: &K,
+    desired: &K,
+) -> Result<Option<K>, kube::Error> {
+    if holds_owned_whole(observed, desired) {
+        return Ok(None);
+    }
+    let desired = serde_json::to_value(desired).unwrap_or_default();
+    let mut operations = vec![json!({
+        "op": "test",
+        "path": "/metadata/resourceVersion",
+        "value": observed.meta().resource_version,
+    })];
+    operations.extend(K::OWNED_WHOLE.iter().filter_map(|pointer| {
+        let value = desired.pointer(pointer).filter(|v| !v.is_null())?;
+        Some(json!({"op": "add", "path": pointer, "value": value}))
+    }));
+    let patch: json_patch::Patch =
+        serde_json::from_value(Value::Array(operations)).map_err(kube::Error::SerdeError)?;
+    let params = PatchParams {
+        field_manager: Some(field_manager.to_string()),
+        ..PatchParams::default()
+    };
+    api.patch(&observed.name_any(), &params, &Patch::Json::<()>(patch))
+        .await
+        .map(Some)
 }
 
 enum Applied {
