@@ -1,6 +1,8 @@
 //! The three classic patch formats: JSON merge patch (RFC 7386), JSON patch (RFC 6902) and
-//! Kubernetes strategic merge patch for built-in kinds.
+//! Kubernetes strategic merge patch for built-in kinds (the one implementation in
+//! `kaos_strategic_merge`, which the operator's podSpec merge uses too).
 
+use kaos_strategic_merge::MergeError;
 use serde_json::{Map, Value};
 
 use crate::error::{ApiError, ApiResult};
@@ -32,101 +34,108 @@ pub fn json_patch(target: &mut Value, patch: &Value) -> ApiResult<()> {
     Ok(())
 }
 
-/// The merge key of a list field in the built-in kinds, as their `patchMergeKey` tags declare.
-/// `ports` is keyed by `containerPort` in containers and by `port` in Services.
+/// The merge key of a list known by its field name only, for server-side apply (`apply`): the
+/// key of the lists of that name in the strategic merge's table
+/// ([`kaos_strategic_merge::MERGED_LISTS`]); `ports` is keyed by `containerPort` in containers
+/// and by `port` in Services.
 pub fn merge_key(field: &str, items: &[Value]) -> Option<&'static str> {
-    Some(match field {
-        "containers"
-        | "initContainers"
-        | "ephemeralContainers"
-        | "volumes"
-        | "env"
-        | "imagePullSecrets" => "name",
-        "volumeMounts" => "mountPath",
-        "volumeDevices" => "devicePath",
-        "hostAliases" => "ip",
-        "conditions" => "type",
-        "ownerReferences" => "uid",
-        "topologySpreadConstraints" => "topologyKey",
-        "ports" => {
-            let container_ports = items.iter().any(|i| i.get("containerPort").is_some());
-            if container_ports {
-                "containerPort"
-            } else {
-                "port"
-            }
+    kaos_strategic_merge::merge_key_by_name(field, items)
+}
+
+/// Applies a strategic merge patch to a built-in object, with the merge the operator uses for
+/// `spec.podSpec` (`kaos_strategic_merge`: Kubernetes' merge keys, `$patch`, `$retainKeys`,
+/// `$setElementOrder`, `$deleteFromPrimitiveList`). A patch that cannot be merged gets
+/// kube-apiserver's answer: 400 for a body that is no JSON object or a malformed
+/// `$retainKeys`, else 500 with apimachinery's message.
+pub fn strategic_merge(target: &mut Value, patch: &Value) -> ApiResult<()> {
+    if patch.is_null() {
+        return Ok(());
+    }
+    if !patch.is_object() {
+        return Err(ApiError::bad_request(format!(
+            "json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
+            json_type(patch)
+        )));
+    }
+    kaos_strategic_merge::merge(target, patch, &[]).map_err(|e| match e {
+        MergeError::MissingKey { key, item, .. } => unknown_error(format!(
+            "map: {} does not contain declared merge key: {key}",
+            go_value(&item)
+        )),
+        MergeError::UnknownDirective {
+            directive, item, ..
+        } => unknown_error(format!(
+            "unknown patch type: {} in map: {}",
+            go_value(&directive),
+            go_value(&item)
+        )),
+        MergeError::MergeDirectiveInList { .. } => {
+            unknown_error("merging lists cannot yet be specified in the patch".into())
         }
-        _ => return None,
+        MergeError::BadRetainKeys { .. } => {
+            ApiError::bad_request("invalid patch format of retainKeys")
+        }
+        MergeError::NotAList { value, .. } => unknown_error(format!(
+            "expected a []interface {{}}, but received a {}",
+            go_type(&value)
+        )),
     })
 }
 
-/// Applies a strategic merge patch: maps merge, `null` deletes, lists with a merge key merge
-/// item by item (`$patch: delete` removes one), other lists are replaced. Ordering directives
-/// (`$setElementOrder/…`, `$retainKeys`) that kubectl sends are accepted and ignored.
-pub fn strategic_merge(target: &mut Value, patch: &Value) {
-    let Value::Object(patch_map) = patch else {
-        *target = patch.clone();
-        return;
-    };
-    if patch_map.get("$patch").and_then(Value::as_str) == Some("replace") {
-        let mut replacement = patch_map.clone();
-        replacement.remove("$patch");
-        *target = Value::Object(replacement);
-        return;
-    }
-    if !target.is_object() {
-        *target = Value::Object(Map::new());
-    }
-    let Value::Object(target_map) = target else {
-        return;
-    };
-    for (key, value) in patch_map {
-        if key.starts_with('$') {
-            continue;
-        }
-        match value {
-            Value::Null => {
-                target_map.remove(key);
-            }
-            Value::Array(items) => match (merge_key(key, items), target_map.get_mut(key)) {
-                (Some(merge_key), Some(Value::Array(existing))) => {
-                    merge_keyed_list(existing, items, merge_key)
-                }
-                _ => {
-                    let kept: Vec<Value> = items
-                        .iter()
-                        .filter(|i| i.get("$patch").is_none())
-                        .cloned()
-                        .collect();
-                    target_map.insert(key.clone(), Value::Array(kept));
-                }
-            },
-            Value::Object(_) => {
-                strategic_merge(target_map.entry(key.clone()).or_insert(Value::Null), value)
-            }
-            scalar => {
-                target_map.insert(key.clone(), scalar.clone());
-            }
-        }
+/// kube-apiserver's answer to an error that is no API status: 500, no reason, the error's text.
+fn unknown_error(message: String) -> ApiError {
+    ApiError {
+        code: 500,
+        reason: "",
+        message,
+        details: Value::Object(Map::new()),
     }
 }
 
-fn merge_keyed_list(existing: &mut Vec<Value>, patch_items: &[Value], key: &str) {
-    for item in patch_items {
-        let Some(id) = item.get(key) else {
-            existing.push(item.clone());
-            continue;
-        };
-        let position = existing.iter().position(|e| e.get(key) == Some(id));
-        let delete = item.get("$patch").and_then(Value::as_str) == Some("delete");
-        match (position, delete) {
-            (Some(i), true) => {
-                existing.remove(i);
-            }
-            (None, true) => {}
-            (Some(i), false) => strategic_merge(&mut existing[i], item),
-            (None, false) => existing.push(item.clone()),
+/// The JSON type name `encoding/json` uses in an unmarshal error.
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Array(_) => "array",
+        Value::String(_) => "string",
+        Value::Number(_) => "number",
+        Value::Bool(_) => "bool",
+        Value::Object(_) => "object",
+        Value::Null => "null",
+    }
+}
+
+/// The Go type a decoded JSON value has in kube-apiserver.
+fn go_type(value: &Value) -> &'static str {
+    match value {
+        Value::Object(_) => "map[string]interface {}",
+        Value::Array(_) => "[]interface {}",
+        Value::String(_) => "string",
+        Value::Number(n) if n.is_f64() => "float64",
+        Value::Number(_) => "int64",
+        Value::Bool(_) => "bool",
+        Value::Null => "<nil>",
+    }
+}
+
+/// A decoded JSON value as Go's `%v` prints it (maps with sorted keys: `map[a:1 b:[x y]]`).
+fn go_value(value: &Value) -> String {
+    match value {
+        Value::Null => "<nil>".into(),
+        Value::String(s) => s.clone(),
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(go_value).collect();
+            format!("[{}]", items.join(" "))
         }
+        Value::Object(map) => {
+            let mut fields: Vec<(&String, &Value)> = map.iter().collect();
+            fields.sort_by_key(|(k, _)| *k);
+            let fields: Vec<String> = fields
+                .into_iter()
+                .map(|(k, v)| format!("{k}:{}", go_value(v)))
+                .collect();
+            format!("map[{}]", fields.join(" "))
+        }
+        scalar => scalar.to_string(),
     }
 }
 
@@ -136,42 +145,103 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn strategic_merge_of_a_pod_spec() {
-        let mut spec = json!({
+    fn strategic_merge_of_a_deployment() {
+        let mut deployment = json!({"spec": {"template": {"spec": {
             "containers": [{"name": "app", "image": "a:1", "env": [{"name": "A", "value": "1"}],
                             "ports": [{"containerPort": 8000, "name": "http"}]}],
             "nodeSelector": {"a": "1"},
             "tolerations": [{"key": "x"}]
-        });
+        }}}});
         strategic_merge(
-            &mut spec,
-            &json!({
-                "$setElementOrder/containers": [{"name": "app"}, {"name": "side"}],
+            &mut deployment,
+            &json!({"spec": {"template": {"spec": {
+                "$setElementOrder/containers": [{"name": "side"}, {"name": "app"}],
                 "containers": [
                     {"name": "app", "env": [{"name": "B", "value": "2"}, {"name": "A", "value": "9"}]},
                     {"name": "side", "image": "s:1"}
                 ],
                 "nodeSelector": {"b": "2", "a": null},
                 "tolerations": [{"key": "y"}]
-            }),
-        );
+            }}}}),
+        )
+        .expect("merges");
         assert_eq!(
-            spec,
+            deployment["spec"]["template"]["spec"],
             json!({
                 "containers": [
+                    {"name": "side", "image": "s:1"},
                     {"name": "app", "image": "a:1", "env": [{"name": "A", "value": "9"}, {"name": "B", "value": "2"}],
-                     "ports": [{"containerPort": 8000, "name": "http"}]},
-                    {"name": "side", "image": "s:1"}
+                     "ports": [{"containerPort": 8000, "name": "http"}]}
                 ],
                 "nodeSelector": {"b": "2"},
                 "tolerations": [{"key": "y"}]
             })
         );
         strategic_merge(
-            &mut spec,
-            &json!({"containers": [{"name": "side", "$patch": "delete"}]}),
+            &mut deployment,
+            &json!({"spec": {"template": {"spec": {"containers": [{"name": "side", "$patch": "delete"}]}}}}),
+        )
+        .expect("merges");
+        let containers = &deployment["spec"]["template"]["spec"]["containers"];
+        assert_eq!(containers.as_array().map(Vec::len), Some(1));
+    }
+
+    /// What kube-apiserver answers to a patch it cannot merge (checked against apimachinery's
+    /// `StrategicMergeMapPatch` and kube-apiserver's error handling).
+    #[test]
+    fn unmergeable_patches_get_kube_apiservers_answers() {
+        let live = json!({"spec": {"containers": [{"name": "app"}]}});
+        let cases = [
+            (
+                json!({"spec": {"containers": [{"image": "x", "ports": [80]}]}}),
+                500,
+                "map: map[image:x ports:[80]] does not contain declared merge key: name",
+            ),
+            (
+                json!({"spec": {"$patch": "merge"}}),
+                500,
+                "unknown patch type: merge in map: map[$patch:merge]",
+            ),
+            (
+                json!({"spec": {"containers": [{"name": "app", "$patch": "merge"}]}}),
+                500,
+                "merging lists cannot yet be specified in the patch",
+            ),
+            (
+                json!({"spec": {"$retainKeys": ["containers"], "volumes": []}}),
+                400,
+                "invalid patch format of retainKeys",
+            ),
+            (
+                json!({"spec": {"$setElementOrder/containers": {"name": "app"}}}),
+                500,
+                "expected a []interface {}, but received a map[string]interface {}",
+            ),
+            (
+                json!([{"op": "add"}]),
+                400,
+                "json: cannot unmarshal array into Go value of type map[string]interface {}",
+            ),
+        ];
+        for (patch, code, message) in cases {
+            let err = strategic_merge(&mut live.clone(), &patch).expect_err("refused");
+            assert_eq!((err.code, err.message.as_str()), (code, message), "{patch}");
+        }
+        let mut unchanged = live.clone();
+        strategic_merge(&mut unchanged, &Value::Null).expect("a null patch changes nothing");
+        assert_eq!(unchanged, live);
+    }
+
+    #[test]
+    fn server_side_apply_keys_lists_by_the_same_table() {
+        assert_eq!(merge_key("env", &[]), Some("name"));
+        assert_eq!(
+            merge_key("ports", &[json!({"containerPort": 80})]),
+            Some("containerPort")
         );
-        assert_eq!(spec["containers"].as_array().map(Vec::len), Some(1));
+        assert_eq!(merge_key("ports", &[json!({"port": 80})]), Some("port"));
+        assert_eq!(merge_key("conditions", &[]), Some("type"));
+        assert_eq!(merge_key("tolerations", &[]), None);
     }
 
     #[test]

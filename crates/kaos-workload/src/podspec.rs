@@ -1,14 +1,19 @@
 //! The user's `spec.podSpec` merged over the generated pod spec with Kubernetes strategic-merge
 //! semantics, and the deterministic hash that tells when a rollout is due.
 //!
-//! Rules (`docs/contract.md` §1): `containers`, `initContainers`, `ephemeralContainers`,
-//! `volumes` and `imagePullSecrets` merge by `name`; inside a container `env` by `name`, `ports`
-//! by `containerPort`, `volumeMounts` by `mountPath`; maps merge key by key; scalars overwrite;
-//! every other list (`tolerations`, `command`, `args`, `envFrom`, …) is replaced; a patch
-//! container with a new name is appended; an empty patch list changes nothing.
+//! The merge is `kaos_strategic_merge`'s, the one kaos-testkit applies to strategic merge
+//! patches: Kubernetes' merge keys (`containers`, `initContainers`, `ephemeralContainers`,
+//! `volumes`, `imagePullSecrets`, `schedulingGates`, `resourceClaims` and, in a container,
+//! `env` by `name`; `ports` by `containerPort`, `volumeMounts` by `mountPath`,
+//! `volumeDevices` by `devicePath`; `hostAliases` by `ip`; `topologySpreadConstraints` by
+//! `topologyKey`), maps merged key by key, scalars overwritten, every other list (`tolerations`,
+//! `command`, `args`, `envFrom`, …) replaced, a merged item kept in its place and a new one
+//! appended (a new container is a sidecar after the generated one). Before merging, the user's
+//! empty lists are dropped, as KAOS's Go types drop them (`omitempty`): an empty list changes
+//! nothing (`docs/contract.md` §1, `docs/api.md`).
 
 use k8s_openapi::api::core::v1::PodSpec;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::build_error::BuildError;
 use crate::pod_security::{PodSecurity, secure_pod};
@@ -16,29 +21,11 @@ use crate::pod_security::{PodSecurity, secure_pod};
 /// Why a pod spec could not be merged; reported to the user as a Failed status.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum MergeError {
-    #[error("spec.podSpec.{list}[{index}] has no {key}, which merging needs")]
-    MissingKey {
-        list: String,
-        index: usize,
-        key: &'static str,
-    },
+    /// `path` is the item's place in `spec.podSpec`, e.g. `containers[1]`.
+    #[error("spec.podSpec.{path} has no {key}, which merging needs")]
+    MissingKey { path: String, key: &'static str },
     #[error("spec.podSpec does not merge into a valid pod spec: {0}")]
     Invalid(String),
-}
-
-/// The merge key of a list field, or None when the list is replaced as a whole.
-fn merge_key(field: &str) -> Option<&'static str> {
-    match field {
-        "containers"
-        | "initContainers"
-        | "ephemeralContainers"
-        | "volumes"
-        | "imagePullSecrets"
-        | "env" => Some("name"),
-        "ports" => Some("containerPort"),
-        "volumeMounts" => Some("mountPath"),
-        _ => None,
-    }
 }
 
 /// The pod a workload runs: `generated` locked down to `level` (`api_token`: whether it calls
@@ -61,64 +48,31 @@ pub fn workload_pod(
 pub fn merge_pod_spec(base: &PodSpec, patch: &PodSpec) -> Result<PodSpec, MergeError> {
     let mut merged = serde_json::to_value(base).map_err(|e| MergeError::Invalid(e.to_string()))?;
     let patch = serde_json::to_value(patch).map_err(|e| MergeError::Invalid(e.to_string()))?;
-    merge_value(&mut merged, &patch, "")?;
+    merge_json(&mut merged, patch)?;
     serde_json::from_value(merged).map_err(|e| MergeError::Invalid(e.to_string()))
 }
 
-fn merge_value(base: &mut Value, patch: &Value, field: &str) -> Result<(), MergeError> {
-    match (base, patch) {
-        (Value::Object(base), Value::Object(patch)) => merge_maps(base, patch),
-        (Value::Array(base), Value::Array(patch)) => {
-            if patch.is_empty() {
-                return Ok(());
-            }
-            match merge_key(field) {
-                Some(key) => merge_keyed(base, patch, field, key),
-                None => {
-                    *base = patch.clone();
-                    Ok(())
-                }
-            }
+/// The merge on the pod specs' JSON.
+fn merge_json(merged: &mut Value, mut patch: Value) -> Result<(), MergeError> {
+    drop_empty_lists(&mut patch);
+    kaos_strategic_merge::merge(merged, &patch, &["spec"]).map_err(|e| match e {
+        kaos_strategic_merge::MergeError::MissingKey { path, key, .. } => {
+            MergeError::MissingKey { path, key }
         }
-        (base, patch) => {
-            *base = patch.clone();
-            Ok(())
-        }
-    }
+        other => MergeError::Invalid(other.to_string()),
+    })
 }
 
-fn merge_maps(base: &mut Map<String, Value>, patch: &Map<String, Value>) -> Result<(), MergeError> {
-    for (key, value) in patch {
-        match base.get_mut(key) {
-            Some(existing) => merge_value(existing, value, key)?,
-            None => {
-                if !value.as_array().is_some_and(Vec::is_empty) {
-                    base.insert(key.clone(), value.clone());
-                }
-            }
+/// Removes the empty lists of a user's pod spec, at every depth.
+fn drop_empty_lists(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|_, v| !v.as_array().is_some_and(Vec::is_empty));
+            map.values_mut().for_each(drop_empty_lists);
         }
+        Value::Array(items) => items.iter_mut().for_each(drop_empty_lists),
+        _ => {}
     }
-    Ok(())
-}
-
-fn merge_keyed(
-    base: &mut Vec<Value>,
-    patch: &[Value],
-    field: &str,
-    key: &'static str,
-) -> Result<(), MergeError> {
-    for (index, item) in patch.iter().enumerate() {
-        let id = item.get(key).ok_or_else(|| MergeError::MissingKey {
-            list: field.to_string(),
-            index,
-            key,
-        })?;
-        match base.iter_mut().find(|b| b.get(key) == Some(id)) {
-            Some(existing) => merge_value(existing, item, "")?,
-            None => base.push(item.clone()),
-        }
-    }
-    Ok(())
 }
 
 /// A hash of a value derived from a Secret, for annotations: the first 16 bytes of SHA-256 over
@@ -196,6 +150,7 @@ mod tests {
                 "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
                 "ports": [{"containerPort": 8000, "name": "http"}],
                 "volumeMounts": [{"name": "cfg", "mountPath": "/etc/cfg"}],
+                "volumeDevices": [{"name": "disk", "devicePath": "/dev/a"}],
                 "envFrom": [{"configMapRef": {"name": "x"}}]
             }],
             "initContainers": [{"name": "init", "image": "init:1"}],
@@ -203,6 +158,8 @@ mod tests {
             "imagePullSecrets": [{"name": "pull"}],
             "nodeSelector": {"pool": "default", "zone": "a"},
             "tolerations": [{"key": "a", "operator": "Exists"}],
+            "hostAliases": [{"ip": "10.0.0.1", "hostnames": ["a"]}],
+            "topologySpreadConstraints": [{"topologyKey": "zone", "maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}],
             "serviceAccountName": "default"
         }))
     }
@@ -224,6 +181,7 @@ mod tests {
                 "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
                 "ports": [{"containerPort": 8000, "name": "http"}],
                 "volumeMounts": [{"name": "cfg", "mountPath": "/etc/cfg"}],
+                "volumeDevices": [{"name": "disk", "devicePath": "/dev/a"}],
                 "envFrom": [{"configMapRef": {"name": "x"}}]}),
             ),
             (
@@ -267,6 +225,30 @@ mod tests {
                 json!({"containers": [{"name": "agent", "volumeMounts": [{"name": "other", "mountPath": "/etc/cfg"}, {"name": "data", "mountPath": "/data"}]}]}),
                 "/containers/0/volumeMounts",
                 json!([{"name": "other", "mountPath": "/etc/cfg"}, {"name": "data", "mountPath": "/data"}]),
+            ),
+            (
+                "hostAliases merge by ip",
+                json!({"hostAliases": [{"ip": "10.0.0.1", "hostnames": ["b"]}, {"ip": "10.0.0.2", "hostnames": ["c"]}]}),
+                "/hostAliases",
+                json!([{"ip": "10.0.0.1", "hostnames": ["b"]}, {"ip": "10.0.0.2", "hostnames": ["c"]}]),
+            ),
+            (
+                "topologySpreadConstraints merge by topologyKey",
+                json!({"topologySpreadConstraints": [{"topologyKey": "zone", "maxSkew": 2, "whenUnsatisfiable": "DoNotSchedule"}]}),
+                "/topologySpreadConstraints",
+                json!([{"topologyKey": "zone", "maxSkew": 2, "whenUnsatisfiable": "DoNotSchedule"}]),
+            ),
+            (
+                "volumeDevices merge by devicePath",
+                json!({"containers": [{"name": "agent", "volumeDevices": [{"name": "disk2", "devicePath": "/dev/a"}]}]}),
+                "/containers/0/volumeDevices",
+                json!([{"name": "disk2", "devicePath": "/dev/a"}]),
+            ),
+            (
+                "an empty list inside a sidecar is left out",
+                json!({"containers": [{"name": "side", "image": "s", "args": [], "env": []}]}),
+                "/containers/1",
+                json!({"name": "side", "image": "s"}),
             ),
             (
                 "maps merge key by key",
@@ -319,25 +301,15 @@ mod tests {
 
     #[test]
     fn an_unmergeable_patch_is_an_error_not_a_silent_drop() {
-        let container = k8s_openapi::api::core::v1::Container {
-            image: Some("x".into()),
-            ..Default::default()
-        };
-        let patch = PodSpec {
-            containers: vec![container],
-            ..Default::default()
-        };
-        let mut unnamed = serde_json::to_value(&patch).expect("json");
-        unnamed["containers"][0]
-            .as_object_mut()
-            .expect("object")
-            .remove("name");
-        let err = merge_value(
-            &mut serde_json::to_value(base()).expect("json"),
-            &unnamed,
-            "",
-        )
-        .expect_err("no key");
+        let mut merged = serde_json::to_value(base()).expect("json");
+        let unnamed = json!({"containers": [{"name": "agent", "env": [{"value": "v"}]}]});
+        let err = merge_json(&mut merged, unnamed).expect_err("no key");
+        assert_eq!(
+            err.to_string(),
+            "spec.podSpec.containers[0].env[0] has no name, which merging needs"
+        );
+        let unnamed = json!({"containers": [{"image": "x"}]});
+        let err = merge_json(&mut merged, unnamed).expect_err("no key");
         assert_eq!(
             err.to_string(),
             "spec.podSpec.containers[0] has no name, which merging needs"

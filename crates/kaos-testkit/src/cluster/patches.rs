@@ -59,7 +59,7 @@ pub(super) fn patched(
     match kind {
         PatchType::Merge => crate::patch::merge_patch(&mut candidate, body),
         PatchType::Json => crate::patch::json_patch(&mut candidate, body)?,
-        PatchType::Strategic => crate::patch::strategic_merge(&mut candidate, body),
+        PatchType::Strategic => crate::patch::strategic_merge(&mut candidate, body)?,
         PatchType::Apply => {
             let manager = apply_manager(options)?;
             if !options.force {
