@@ -697,6 +697,51 @@ def rbac_denials(controllers):
             if 'is forbidden: User "system:serviceaccount:' in line]
 
 
+# What a restart of a converged cluster must leave as it was: every object the controllers
+# write or own in the test namespaces (Events included), by resourceVersion. Leases live in the
+# chart's namespace.
+SNAPSHOT_PATHS = [f"{KAOS}/namespaces/{{ns}}/{plural}" for plural in
+                  ["agents", "modelapis", "mcpservers", "memorystores", "accessgrants",
+                   "thirdpartyservices", "agentworkflows", "agentworkflowruns"]] + [
+    "/apis/apps/v1/namespaces/{ns}/deployments", "/api/v1/namespaces/{ns}/services",
+    "/api/v1/namespaces/{ns}/configmaps", "/api/v1/namespaces/{ns}/secrets",
+    "/api/v1/namespaces/{ns}/persistentvolumeclaims",
+    "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
+    "/apis/autoscaling/v2/namespaces/{ns}/horizontalpodautoscalers",
+    "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies",
+    "/apis/events.k8s.io/v1/namespaces/{ns}/events"]
+
+
+def versions(cluster, names):
+    """{(namespace, resource, name): resourceVersion} of every object SNAPSHOT_PATHS lists."""
+    return {(ns, path.split("/")[-1], o["metadata"]["name"]): o["metadata"]["resourceVersion"]
+            for ns in names for path in SNAPSHOT_PATHS
+            for o in cluster.items(path.format(ns=ns))}
+
+
+def test_a_graceful_restart_of_every_controller_writes_nothing(cluster, controllers, quickstart,
+                                                               namespaces):
+    """SIGTERM to every replica (as a rollout of the chart does), then every one started again:
+    with nothing changed meanwhile, no object and no Event in any test namespace is written
+    (issue 49, item 4). After the tests above, so every kind of child is there."""
+    names = [quickstart, *[n for n in namespaces.names if n != quickstart]]
+    for namespace in names:
+        wait_converged(cluster, namespace)
+    wait_settled(controllers, "the controllers to stop reconciling")
+    before = versions(cluster, names)
+    running = controllers.running()
+    for replica in running:
+        replica.stop()
+    for replica in running:
+        replica.start()
+    wait_ready_and_one_leading(controllers)
+    wait_settled(controllers, "the restarted controllers to stop reconciling")
+    after = versions(cluster, names)
+    changed = {key: (before.get(key), version) for key, version in after.items()
+               if before.get(key) != version}
+    assert not changed, f"written by a restart (namespace, resource, name): (before, after): {changed}"
+
+
 def test_no_request_was_forbidden(controllers):
     """Every request so far was allowed by the chart's RBAC. Runs before any namespace is
     deleted: creating in a terminating namespace is a 403 too (see the tests below)."""
