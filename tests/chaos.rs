@@ -132,7 +132,21 @@ async fn converged(client: &kube::Client) -> Result<(), String> {
     }
 }
 
-/// Waits for convergence, restarting replicas that exit as a kubelet would.
+/// Restarts the replicas that exited because they lost their Lease, as a kubelet would; fails
+/// the test on any other exit (a crash: its exit status and the end of its log).
+fn supervise(
+    cluster: &mut ChartCluster,
+    scratch: &Scratch,
+    stopped: &[String],
+    what: &str,
+) -> usize {
+    cluster
+        .restart_exited(scratch, stopped)
+        .unwrap_or_else(|crashes| panic!("{what}: {crashes}\nlogs in {}", scratch.0.display()))
+}
+
+/// Waits for convergence, restarting replicas that lose their Lease as a kubelet would, and
+/// fails on a crash.
 async fn until_converged(
     cluster: &mut ChartCluster,
     scratch: &Scratch,
@@ -141,11 +155,15 @@ async fn until_converged(
 ) {
     let client = cluster.admin.clone();
     let started = Instant::now();
+    let mut restarts = 0;
     loop {
-        cluster.restart_exited(scratch, stopped);
+        restarts += supervise(cluster, scratch, stopped, what);
         match converged(&client).await {
             Ok(()) => {
-                eprintln!("{what}: converged in {:.1?}", started.elapsed());
+                eprintln!(
+                    "{what}: converged in {:.1?} ({restarts} restart(s) after a lost Lease)",
+                    started.elapsed()
+                );
                 return;
             }
             Err(waiting) if started.elapsed() > CONVERGED_WITHIN => {
@@ -278,7 +296,8 @@ async fn controllers_converge_under_faults_and_a_leader_kill() {
         .iter_mut()
         .find(|r| holder.starts_with(&format!("{}_", r.process.name)))
         .expect("a leading replica");
-    let _ = leader.process.child.kill();
+    // Killed on purpose: it stays down, and is no crash.
+    leader.kill();
     let killed = vec![leader.process.name.clone()];
     let agents: Api<Agent> = Api::default_namespaced(admin.clone());
     for i in 0..AGENTS {
@@ -459,4 +478,7 @@ async fn controllers_converge_under_faults_and_a_leader_kill() {
             "{binary}: writers took {turns} turns, more than the {allowed} leadership change(s): {turn_points:#?}"
         );
     }
+
+    // No replica crashed after the last convergence either.
+    supervise(&mut cluster, &scratch, &killed, "at the end");
 }

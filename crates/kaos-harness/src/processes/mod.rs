@@ -3,7 +3,9 @@
 
 mod chart;
 
-pub use chart::{ChartCluster, Replica, binary_of, chart_env, documents, mint_token};
+pub use chart::{
+    ChartCluster, Crash, Crashes, LOST_LEASE, Replica, binary_of, chart_env, documents, mint_token,
+};
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -147,6 +149,26 @@ pub fn start_controller(
     kubeconfig: &Path,
     env: &BTreeMap<String, String>,
 ) -> Process {
+    start_program(
+        scratch,
+        &binaries().join(binary),
+        &[],
+        name,
+        kubeconfig,
+        env,
+    )
+}
+
+/// [`start_controller`] of any program with `args` (the harness's tests run a shell command
+/// standing in for a controller).
+pub(crate) fn start_program(
+    scratch: &Scratch,
+    program: &Path,
+    args: &[String],
+    name: &str,
+    kubeconfig: &Path,
+    env: &BTreeMap<String, String>,
+) -> Process {
     let metrics_port = free_port();
     let probe_port = free_port();
     // Appended to, so a replica started again keeps what it logged before it exited.
@@ -155,7 +177,8 @@ pub fn start_controller(
         .append(true)
         .open(scratch.0.join(format!("{name}.log")))
         .expect("log file");
-    let child = Command::new(binaries().join(binary))
+    let child = Command::new(program)
+        .args(args)
         .env("KUBECONFIG", kubeconfig)
         .env("POD_NAME", name)
         .env("POD_NAMESPACE", "kaos-system")
@@ -173,7 +196,7 @@ pub fn start_controller(
         .stdout(log.try_clone().expect("log file"))
         .stderr(log)
         .spawn()
-        .unwrap_or_else(|e| panic!("{binary} starts: {e}"));
+        .unwrap_or_else(|e| panic!("{} starts: {e}", program.display()));
     Process {
         name: name.into(),
         child,
