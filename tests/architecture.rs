@@ -1,7 +1,8 @@
 //! The shape `docs/architecture.md` promises, checked on the sources so it stays true: the
 //! process half (`kaos-runtime`) knows no kaos.tools kind, no controller depends on another, no
-//! two modules of a crate import each other (directly or round a circle), and no source file
-//! grows past ~600 lines without saying why at its top.
+//! two modules of a crate import each other (directly or round a circle), no source file
+//! grows past ~600 lines without saying why at its top, and API errors are classified by kube's
+//! `Status` helpers, not raw codes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -211,4 +212,27 @@ fn no_source_file_is_long_without_a_reason_at_its_top() {
         long.is_empty(),
         "split these by concern, or say at the top why they are long: {long:?}"
     );
+}
+
+#[test]
+fn api_errors_are_classified_by_kubes_status_helpers() {
+    // `status.code == 404` and the like: kube's `Status::is_not_found`, `is_conflict`,
+    // `is_already_exists`, `is_forbidden` and `is_invalid` say what is meant, by the reason the
+    // API server gives (a 409 is a Conflict or an AlreadyExists, which callers treat apart).
+    // kaos-testkit is the API server: it sets codes, it does not classify them.
+    let raw = Regex::new(r"\b(?:s|status|e|error)\.code\s*(?:==|!=)\s*\d{3}").expect("valid regex");
+    let mut files = Vec::new();
+    for dir in crates().iter().filter(|d| !d.ends_with("kaos-testkit")) {
+        rust_files(&dir.join("src"), &mut files);
+    }
+    let found: Vec<String> = files
+        .iter()
+        .flat_map(|file| {
+            let text = code(&std::fs::read_to_string(file).expect("source is readable"));
+            raw.find_iter(&text)
+                .map(|m| format!("{}: {}", file.display(), m.as_str()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(found.is_empty(), "use kube's Status helpers: {found:?}");
 }

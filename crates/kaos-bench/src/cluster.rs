@@ -275,7 +275,7 @@ async fn delete_namespace(admin: &kube::Client, namespace: &str) -> anyhow::Resu
             .await;
         for result in results {
             match result {
-                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(kube::Error::Api(status)) if status.is_not_found() => {}
                 other => drop(other?),
             }
         }

@@ -84,8 +84,8 @@ impl ReconcileError {
     pub fn is_conflict(&self) -> bool {
         match &self.source {
             kube::Error::Api(status) => {
-                status.code == 409
-                    || (status.code == 422
+                status.is_conflict()
+                    || (status.is_invalid()
                         && matches!(self.step, Step::AddFinalizer | Step::RemoveFinalizer))
             }
             _ => false,
@@ -94,7 +94,7 @@ impl ReconcileError {
 
     /// The namespace is being deleted: creating in it is refused until it is gone.
     pub fn is_namespace_terminating(&self) -> bool {
-        matches!(&self.source, kube::Error::Api(s) if s.code == 403 && s.reason == "Forbidden"
+        matches!(&self.source, kube::Error::Api(s) if s.is_forbidden()
             && s.message.contains("being terminated"))
     }
 }

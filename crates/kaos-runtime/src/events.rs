@@ -103,7 +103,7 @@ impl Events {
             {
                 Ok(_) => return,
                 // Gone (events expire on the server): a new event starts a new series.
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(kube::Error::Api(s)) if s.is_not_found() => {}
                 Err(e) => return tracing::debug!("could not publish an event: {e}"),
             }
         }

@@ -89,7 +89,8 @@ impl KubeLeaseStore {
 
 fn api_error(e: kube::Error) -> LeaseError {
     match e {
-        kube::Error::Api(s) if s.code == 409 => LeaseError::Conflict,
+        // Another holder wrote it first: an update's Conflict, or a create's AlreadyExists.
+        kube::Error::Api(s) if s.is_conflict() || s.is_already_exists() => LeaseError::Conflict,
         other => LeaseError::Api(other.to_string()),
     }
 }

@@ -224,7 +224,7 @@ impl Stopping<'_> {
             .await
         {
             Ok(_) => println!("{COMMAND}: scaled Deployment {namespace}/{name} to 0"),
-            Err(kube::Error::Api(s)) if s.code == 404 => {
+            Err(kube::Error::Api(s)) if s.is_not_found() => {
                 println!("{COMMAND}: no Deployment {namespace}/{name}: nothing to stop");
                 return Ok(());
             }
@@ -341,9 +341,9 @@ where
                     println!("{COMMAND}: removed {finalizer} from {kind} {key}");
                     report.released.push(key);
                 }
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(kube::Error::Api(s)) if s.is_not_found() => {}
                 // The test op failed (the finalizers changed since the list): list again.
-                Err(kube::Error::Api(s)) if s.code == 409 || s.code == 422 => conflicts += 1,
+                Err(kube::Error::Api(s)) if s.is_conflict() || s.is_invalid() => conflicts += 1,
                 Err(e) => anyhow::bail!("removing {finalizer} from {kind} {key}: {e}"),
             }
         }

@@ -254,7 +254,7 @@ impl Core {
             .await
         {
             Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(kube::Error::Api(s)) if s.is_not_found() => {}
             Err(e) => {
                 return Err(ReconcileError::new(
                     Step::RemoveFinalizer,

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
+use kube::core::response::reason;
 use serde_json::{Value, json};
 
 use crate::failure::Failure;
@@ -150,13 +151,13 @@ pub async fn connect(kubeconfig: Option<&Path>) -> Result<(kube::Client, String)
 /// Turns an API error into a failure naming what was being done and what to do about it.
 fn api_failure(error: kube::Error, doing: &str, server: &str) -> Failure {
     let hint = match &error {
-        kube::Error::Api(status) if status.code == 403 => {
+        kube::Error::Api(status) if status.is_forbidden() => {
             "migrate needs to get, list and patch customresourcedefinitions, list deployments in \
              all namespaces (and patch them with --scale-down-kaos), list the kaos.tools resources \
              and read configmaps and secrets in the release namespace: run it as a cluster admin"
                 .to_string()
         }
-        kube::Error::Api(status) if status.code == 401 => {
+        kube::Error::Api(status) if status.reason == reason::UNAUTHORIZED => {
             "the cluster refused the kubeconfig's credentials: refresh them (kubectl get nodes shows the same)"
                 .to_string()
         }

@@ -9,6 +9,7 @@ use kaos_api::workflow::{
     AgentWorkflow, AgentWorkflowRun, AgentWorkflowRunSpec, AgentWorkflowRunStatus, RunTrigger,
 };
 use kube::api::{Api, ListParams, PostParams};
+use kube::core::response::reason;
 use kube::{Resource, ResourceExt};
 
 use crate::defaults::SANDBOX_KUBECONFIG;
@@ -66,10 +67,10 @@ pub async fn connect(kubeconfig: Option<&Path>) -> Result<Target, Failure> {
 /// An API error while `doing` something, with what to do about it.
 fn api_failure(error: kube::Error, doing: String, target: &Target, namespace: &str) -> Failure {
     let hint = match &error {
-        kube::Error::Api(status) if status.code == 401 => {
+        kube::Error::Api(status) if status.reason == reason::UNAUTHORIZED => {
             "the cluster refused the kubeconfig's credentials: refresh them".to_string()
         }
-        kube::Error::Api(status) if status.code == 403 => format!(
+        kube::Error::Api(status) if status.is_forbidden() => format!(
             "running a workflow needs get and list on agentworkflows and create on agentworkflowruns in namespace {namespace}"
         ),
         kube::Error::Api(_) => format!(
@@ -116,7 +117,7 @@ async fn workflow(target: &Target, namespace: &str, name: &str) -> Result<AgentW
     let listed = api.list(&ListParams::default()).await;
     let names: Vec<String> = match listed {
         Ok(list) => list.items.iter().map(ResourceExt::name_any).collect(),
-        Err(kube::Error::Api(status)) if status.code == 404 => {
+        Err(kube::Error::Api(status)) if status.is_not_found() => {
             return Err(Failure::new(
                 anyhow::anyhow!("{} does not serve AgentWorkflows", target.server),
                 "install kaos-rs's CRDs: `kaosctl dev --kubeconfig PATH --install-crds`, or the Helm chart (docs/install.md)",

@@ -239,7 +239,9 @@ async fn create_run(
     };
     match runs_api(workflow, ctx).create(&params, &run).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(kube::Error::Api(status)) if status.is_already_exists() || status.is_conflict() => {
+            Ok(())
+        }
         Err(error) => Err(ReconcileError::new(
             Step::ApplyChild,
             format!("AgentWorkflowRun {run_name}"),
@@ -268,7 +270,7 @@ async fn delete_run(run: &AgentWorkflowRun, ctx: &Context) -> Result<(), Reconci
     );
     match api.delete(&name, &params).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
+        Err(kube::Error::Api(status)) if status.is_not_found() || status.is_conflict() => Ok(()),
         Err(error) => Err(error).step(Step::DeleteOrphan, || format!("AgentWorkflowRun {name}")),
     }
 }

@@ -347,7 +347,7 @@ impl Children {
             .await
         {
             Ok(_) => Ok(true),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(true),
+            Err(kube::Error::Api(s)) if s.is_not_found() => Ok(true),
             Err(e) => Err(ReconcileError::new(
                 Step::DeleteOrphan,
                 format!("{} {namespace}/{name}", kind.as_str()),
