@@ -8,6 +8,11 @@
 //! every ModelAPI from Proxy to Hosted costs; plus requests per resource, reconcile latency,
 //! memory and CPU per controller.
 //!
+//! Every figure goes, unrounded, into a raw results file (`--results DIR`, by default
+//! docs/benchmarks/results) stamped with the commit, binaries, toolchain, machine, date, command
+//! line and load average (`provenance`); scripts/bench-report.py generates docs/benchmarks.md's
+//! current figures and docs/benchmarks.svg from those files.
+//!
 //!   scripts/build-static.sh target/bench agent-controller modelapi-controller mcpserver-controller memorystore-controller authz-controller workflow-controller kaos-testkit
 //!   KAOS_BIN_DIR=$PWD/target/bench cargo run -p kaos-bench -- --agents 100 --topology star --out bench.md
 //! (the driver may be a debug build: the measured processes are the release binaries it runs)
@@ -26,6 +31,7 @@
 
 mod cluster;
 mod measure;
+mod provenance;
 mod report;
 mod workload;
 
@@ -40,7 +46,7 @@ use kube::api::{Api, ListParams};
 use kube::core::DynamicObject;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use cluster::Cluster;
 use measure::{agent_deployments, controller, env_var, is_write, time};
@@ -67,6 +73,18 @@ struct Args {
     /// Also write the tables to this file.
     #[arg(long)]
     out: Option<std::path::PathBuf>,
+    /// Where the raw results file goes: `<DIR>/<date>-<short commit>-<label>.json`, rewritten
+    /// after each run. docs/benchmarks.md's current figures are generated from the files in
+    /// docs/benchmarks/results (scripts/bench-report.py).
+    #[arg(long, value_name = "DIR", default_value_os_t = kaos_harness::repo_root().join("docs/benchmarks/results"))]
+    results: std::path::PathBuf,
+    /// The results file's label (letters, digits, `-`); by default the agent counts and
+    /// topologies, e.g. `1000-none-pairs-mesh`.
+    #[arg(long)]
+    label: Option<String>,
+    /// A note kept in the results file's stamp and shown with its figures.
+    #[arg(long)]
+    note: Option<String>,
     /// Run on the cluster of this kubeconfig (cluster-admin) instead of a kaos-testkit started
     /// for each run; each run uses a fresh namespace, deleted at the end.
     #[arg(long, value_name = "PATH")]
@@ -436,11 +454,29 @@ async fn main() -> anyhow::Result<()> {
     if args.topologies.is_empty() {
         args.topologies = Topology::ALL.to_vec();
     }
+    let mut results = Results::new(&args)?;
     let mut reports = Vec::new();
     for &agents in &args.agents {
         for &topology in &args.topologies {
             eprintln!("kaos-bench: {} × {agents} agents …", topology.name());
-            match run(topology, agents, &args).await {
+            let stamp = json!({
+                "started": provenance::now(),
+                "load_average_start": provenance::load_average(),
+            });
+            let started = Instant::now();
+            let outcome = run(topology, agents, &args).await;
+            let mut entry = match &outcome {
+                Ok(report) => report.to_json(),
+                Err(e) => {
+                    json!({"topology": topology.name(), "agents": agents, "error": format!("{e:#}")})
+                }
+            };
+            entry["started"] = stamp["started"].clone();
+            entry["wall_seconds"] = json!(started.elapsed().as_secs_f64());
+            entry["load_average_start"] = stamp["load_average_start"].clone();
+            entry["load_average_end"] = provenance::load_average();
+            results.push(entry)?;
+            match outcome {
                 Ok(report) => {
                     let time = match &report.converge {
                         Outcome::Done(d) => format!("ready in {:.1} s", d.as_secs_f64()),
@@ -461,25 +497,94 @@ async fn main() -> anyhow::Result<()> {
             }
         }
     }
+    results.finish()?;
     let tables = report::markdown(&reports, args.idle);
     println!("{tables}");
     if let Some(path) = &args.out {
         std::fs::write(path, &tables).with_context(|| format!("writing {}", path.display()))?;
     }
-    // convergence time against N, for the chart in docs/benchmarks.md
-    let points: Vec<String> = reports
-        .iter()
-        .filter_map(|r| {
-            let converge = r.converge.done()?;
-            Some(format!(
-                "{} {} {:.2} {:.2}",
-                r.topology.name(),
-                r.agents,
-                converge.as_secs_f64(),
-                r.floor.total.as_secs_f64()
-            ))
-        })
-        .collect();
-    eprintln!("points: {}", points.join("; "));
+    eprintln!(
+        "kaos-bench: raw results in {} (docs: python3 scripts/bench-report.py)",
+        results.path.display()
+    );
     Ok(())
+}
+
+/// The raw results file of an invocation: its stamp, its settings and every run's figures,
+/// written again after each run (so an interrupted invocation keeps the runs it finished, with
+/// `complete: false`).
+struct Results {
+    path: std::path::PathBuf,
+    body: Value,
+}
+
+impl Results {
+    fn new(args: &Args) -> anyhow::Result<Self> {
+        let stamp = provenance::start(kaos_harness::processes::binaries(), args.note.as_deref());
+        let label = args.label.clone().unwrap_or_else(|| {
+            let counts = args.agents.iter().map(usize::to_string);
+            let topologies = args.topologies.iter().map(|t| t.name().to_string());
+            counts.chain(topologies).collect::<Vec<_>>().join("-")
+        });
+        anyhow::ensure!(
+            !label.is_empty() && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'),
+            "--label: letters, digits and '-' only"
+        );
+        let date = stamp["started"]
+            .as_str()
+            .unwrap_or("")
+            .get(..10)
+            .unwrap_or("");
+        let base = format!("{date}-{}-{label}", provenance::short_commit(&stamp));
+        std::fs::create_dir_all(&args.results)
+            .with_context(|| format!("creating {}", args.results.display()))?;
+        let path = (1..)
+            .map(|n| match n {
+                1 => args.results.join(format!("{base}.json")),
+                n => args.results.join(format!("{base}-{n}.json")),
+            })
+            .find(|p| !p.exists())
+            .expect("a free name");
+        let cluster = match &args.kubeconfig {
+            Some(path) => format!("kubeconfig {}", path.display()),
+            None => "kaos-testkit".into(),
+        };
+        let body = json!({
+            "format": 1,
+            "label": label,
+            "stamp": stamp,
+            "settings": {
+                "agents": args.agents,
+                "topologies": args.topologies.iter().map(|t| t.name()).collect::<Vec<_>>(),
+                "idle_seconds": args.idle,
+                "timeout_seconds": args.timeout,
+                "concurrency": args.concurrency,
+                "cluster": cluster,
+            },
+            "complete": false,
+            "runs": [],
+        });
+        let results = Self { path, body };
+        results.write()?;
+        eprintln!("kaos-bench: raw results go to {}", results.path.display());
+        Ok(results)
+    }
+
+    fn write(&self) -> anyhow::Result<()> {
+        let text = serde_json::to_string_pretty(&self.body)? + "\n";
+        std::fs::write(&self.path, text).with_context(|| format!("writing {}", self.path.display()))
+    }
+
+    fn push(&mut self, run: Value) -> anyhow::Result<()> {
+        if let Some(runs) = self.body["runs"].as_array_mut() {
+            runs.push(run);
+        }
+        self.write()
+    }
+
+    fn finish(&mut self) -> anyhow::Result<()> {
+        provenance::finish(&mut self.body["stamp"]);
+        self.body["complete"] = json!(true);
+        self.write()
+    }
 }

@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::time::Duration;
 
+use serde_json::{Value, json};
+
 use crate::workload::{Floor, Topology};
 
 /// Whether something finished within the run's timeout.
@@ -23,6 +25,32 @@ impl Outcome {
             Outcome::Done(d) => Some(*d),
             Outcome::TimedOut { .. } => None,
         }
+    }
+
+    /// `{"done": true, "seconds": s}` or `{"done": false, "progress": …, "after_seconds": s}`.
+    fn to_json(&self) -> Value {
+        match self {
+            Outcome::Done(d) => json!({"done": true, "seconds": d.as_secs_f64()}),
+            Outcome::TimedOut { progress, after } => json!({
+                "done": false,
+                "progress": progress,
+                "after_seconds": after.as_secs_f64(),
+            }),
+        }
+    }
+}
+
+/// A number as JSON has it: an infinite one (a `+Inf` histogram bucket) as the string `"+Inf"`,
+/// NaN (no sample) as null.
+fn number(x: f64) -> Value {
+    if x.is_finite() {
+        json!(x)
+    } else if x.is_nan() {
+        Value::Null
+    } else if x > 0.0 {
+        json!("+Inf")
+    } else {
+        json!("-Inf")
     }
 }
 
@@ -72,6 +100,54 @@ pub struct Report {
     pub cached_objects: usize,
     pub change: Change,
     pub controllers: BTreeMap<String, ControllerStats>,
+}
+
+impl Report {
+    /// Every figure of the run, raw (seconds, counts, KiB, MiB), as the results file keeps it:
+    /// what the tables print, before rounding and division, so the tables can be made again
+    /// from it (scripts/bench-report.py).
+    pub fn to_json(&self) -> Value {
+        let controllers: serde_json::Map<String, Value> = self
+            .controllers
+            .iter()
+            .map(|(binary, stats)| {
+                (
+                    binary.clone(),
+                    json!({
+                        "requests_per_resource": stats.requests,
+                        "reconcile_seconds_p50": number(stats.latency.0),
+                        "reconcile_seconds_p99": number(stats.latency.1),
+                        "peak_rss_mib": number(stats.memory.0),
+                        "end_rss_mib": number(stats.memory.1),
+                        "cpu_seconds": number(stats.cpu),
+                    }),
+                )
+            })
+            .collect();
+        json!({
+            "topology": self.topology.name(),
+            "agents": self.agents,
+            "converge": self.converge.to_json(),
+            "floor_seconds": self.floor.total.as_secs_f64(),
+            "minimal_floor_seconds": self.floor.minimal.as_secs_f64(),
+            "reconciles": self.reconciles,
+            "writes": self.writes,
+            "metric_writes": self.metric_writes,
+            "rollouts": self.rollouts,
+            "idle_reconciles": self.idle_reconciles,
+            "idle_writes": self.idle_writes,
+            "rss_baseline_kib": self.rss_baseline_kib,
+            "rss_end_kib": self.rss_end_kib,
+            "cached_objects": self.cached_objects,
+            "change": {
+                "outcome": self.change.outcome.to_json(),
+                "last_write_seconds": self.change.last_write.map(|d| d.as_secs_f64()),
+                "deployment_writes": self.change.deployment_writes,
+                "rollouts": self.change.rollouts,
+            },
+            "controllers": controllers,
+        })
+    }
 }
 
 fn seconds(d: Duration) -> String {
