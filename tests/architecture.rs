@@ -236,3 +236,30 @@ fn api_errors_are_classified_by_kubes_status_helpers() {
         .collect();
     assert!(found.is_empty(), "use kube's Status helpers: {found:?}");
 }
+
+#[test]
+fn kaosctl_render_assembles_no_kind_of_its_own() {
+    // It gathers each kind's inputs from the manifests and prints what that kind's `desired()`
+    // returns: putting children together itself would let a rendered object and a reconciled
+    // one differ.
+    let text = code(
+        &std::fs::read_to_string(repo_root().join("crates/kaosctl/src/render.rs"))
+            .expect("render.rs is readable"),
+    );
+    let assembly = [
+        "WorkloadChildren",
+        ".scaled(",
+        ".fenced(",
+        "::build::build(",
+        "::build::built(",
+        "resolve::resolve(",
+        "bind_memory(",
+        "network::policy(",
+        "models::resolve(",
+    ];
+    let found: Vec<&str> = assembly.into_iter().filter(|a| text.contains(a)).collect();
+    assert!(
+        found.is_empty(),
+        "kaosctl render assembles children itself: {found:?}"
+    );
+}

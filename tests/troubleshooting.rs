@@ -88,7 +88,7 @@ fn block(text: &str, open: usize) -> &str {
 /// The reasons the sources set, in every form the code gives one:
 /// - a `reason: "X"` field (conditions, rollout summaries, build errors);
 /// - the first argument of a constructor whose first parameter is `reason: &'static str`
-///   (`BuildError::new("X", …)`, `Blocked::failed("X", …)`);
+///   (`Problem::failed("X", …)`, or a file's own `failed("X", …)`);
 /// - a literal of a function named `…reason` returning `&'static str` (`Missing::reason`,
 ///   `Step::event_reason`);
 /// - a `&str` constant whose doc comment calls it a reason (`CHILD_CONFLICT`);
@@ -115,8 +115,10 @@ fn reasons_in(sources: &[(PathBuf, String)]) -> BTreeSet<String> {
     for (_, text) in sources {
         for m in constructor.captures_iter(text) {
             let at = m.get(0).expect("whole match").start();
-            if let Some(owner) = impl_type.captures_iter(&text[..at]).last() {
-                constructors.push(format!("{}::{}", &owner[1], &m[1]));
+            match impl_type.captures_iter(&text[..at]).last() {
+                Some(owner) => constructors.push(format!("{}::{}", &owner[1], &m[1])),
+                // A free function of the file (a resolver's `failed("X", …)`).
+                None => constructors.push(m[1].to_string()),
             }
         }
     }

@@ -2,30 +2,23 @@
 
 use k8s_openapi::api::core::v1::{Container, ContainerPort, EnvVar, PodSpec, Probe};
 use kaos_api::agent::{Agent, MemoryConfig};
+use kaos_workload::conditions::ConditionUpdate;
 use kaos_workload::container::{
     self, apply_container_override, env, image, log_level, merge_telemetry, push_if_set,
     python_otel_env, with_user_env,
 };
-use kaos_workload::converge::WorkloadChildren;
+use kaos_workload::desired::WorkloadChildren;
 use kaos_workload::podspec::workload_pod;
 use kaos_workload::scaling::ScaledChildren;
 use kube::ResourceExt;
 
+use crate::conditions::MEMORY_DEGRADED;
 use crate::naming::{PORT, endpoint, workload};
 use crate::resolve::{BoundMemory, Resolved};
 use crate::settings::Settings;
-pub use kaos_workload::build_error::BuildError;
+pub use kaos_workload::desired::{Desired, Problem};
 
 pub const CONTAINER: &str = "agent";
-#[derive(Clone, Debug)]
-pub struct Desired {
-    pub children: WorkloadChildren,
-    /// None when the agent is not exposed.
-    pub endpoint: Option<String>,
-    /// The MemoryStore binding, for the `MemoryDegraded` condition.
-    pub memory: Option<BoundMemory>,
-}
-
 /// `PEER_AGENT_<NAME>_CARD_URL`: upper-cased, `-` → `_`.
 fn peer_variable(name: &str) -> String {
     format!(
@@ -196,18 +189,17 @@ pub fn identity(agent: &Agent) -> String {
     }
 }
 
-pub fn build(
-    agent: &Agent,
-    resolved: &Resolved,
-    settings: &Settings,
-) -> Result<Desired, BuildError> {
+/// The children that run `agent` with its `resolved` dependencies, and its `MemoryDegraded`
+/// condition when it binds to a MemoryStore (see [`crate::desired`] for the whole of it).
+pub fn build(agent: &Agent, resolved: &Resolved, settings: &Settings) -> Result<Desired, Problem> {
     let name = agent.name_any();
     let spec = &agent.spec;
     let user = spec.workload.container.as_ref();
-    let image = image(user, settings.default_agent_image.as_deref()).ok_or_else(|| BuildError {
-        reason: "NoImage",
-        message: "no agent image: set spec.container.image or the operator's DEFAULT_AGENT_IMAGE"
-            .into(),
+    let image = image(user, settings.default_agent_image.as_deref()).ok_or_else(|| {
+        Problem::failed(
+            "NoImage",
+            "no agent image: set spec.container.image or the operator's DEFAULT_AGENT_IMAGE".into(),
+        )
     })?;
     let mut container = Container {
         name: CONTAINER.into(),
@@ -236,8 +228,8 @@ pub fn build(
     let scaled = ScaledChildren::of(&workload, &spec.scaling);
     let exposed = spec.exposed();
     let timeout = spec.workload.route_timeout();
-    Ok(Desired {
-        children: WorkloadChildren::plain(
+    let mut desired = Desired::of(
+        WorkloadChildren::plain(
             workload.deployment(pod, scaled.replicas.in_spec()),
             exposed.then(|| workload.service()),
             workload
@@ -251,7 +243,29 @@ pub fn build(
                 .filter(|_| exposed),
         )
         .scaled(scaled),
-        endpoint: endpoint(agent),
-        memory: resolved.memory.clone(),
-    })
+        endpoint(agent),
+    );
+    desired
+        .conditions
+        .extend(resolved.memory.as_ref().map(memory_degraded));
+    Ok(desired)
+}
+
+/// `MemoryDegraded` of a bound agent: True while its store is missing or not ready (it serves
+/// with short-term memory only).
+fn memory_degraded(bound: &BoundMemory) -> ConditionUpdate<'static> {
+    match &bound.degraded {
+        Some(message) => ConditionUpdate {
+            type_: MEMORY_DEGRADED,
+            status: true,
+            reason: "MemoryStoreNotReady",
+            message: message.clone(),
+        },
+        None => ConditionUpdate {
+            type_: MEMORY_DEGRADED,
+            status: false,
+            reason: "MemoryHealthy",
+            message: format!("MemoryStore {} is ready", bound.store),
+        },
+    }
 }

@@ -13,7 +13,7 @@ use kaos_workload::packed::SlimMeta;
 use kaos_workload::reconciler::{StatusDigest, status_digest};
 use serde::Deserialize;
 
-use crate::status::OWN_CONDITIONS;
+use crate::conditions::OWN_CONDITIONS;
 use kaos_workload::identity::{SecurityIdentity, claimed};
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]

@@ -1,10 +1,12 @@
 //! The Agent controller: reconciles `kaos.tools/v1alpha1` Agents into agent runtimes wired to
-//! their ModelAPI, MCPServers and peer agents. `resolve` and `build` are pure and also serve
-//! `kaosctl render`.
+//! their ModelAPI, MCPServers and peer agents. `desired` (with `resolve`, `build` and `network`)
+//! is pure and also serves `kaosctl render`.
 
 pub mod build;
 pub mod cached;
+pub mod conditions;
 pub mod controller;
+pub mod desired;
 pub mod naming;
 pub mod network;
 pub mod reconcile;

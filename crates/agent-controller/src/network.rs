@@ -15,7 +15,7 @@ use crate::naming::{PORT, workload};
 /// What the caches hold of an agent's dependencies.
 pub struct Cached<'a> {
     pub model_api: Option<&'a ModelAPI>,
-    pub mcp_server: &'a dyn Fn(&str) -> Option<&'a MCPServer>,
+    pub mcp_server: &'a (dyn Fn(&str) -> Option<&'a MCPServer> + Sync),
     pub memory_store: Option<&'a MemoryStore>,
 }
 

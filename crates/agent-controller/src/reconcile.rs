@@ -1,28 +1,28 @@
-//! One reconcile: load the dependencies from the caches, build, converge, write the status.
+//! One reconcile: what the caches hold of the dependencies, the desired state, converged, then
+//! the status.
 
 use std::sync::{Arc, Mutex};
 
-use kaos_api::agent::AgentPhase;
 use kaos_api::mcpserver::MCPServer;
 use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::error::ReconcileError;
+use kaos_workload::desired::Problem;
 use kaos_workload::identity::{SharedSecurityIds, conflict_of};
 use kaos_workload::index::RelationIndex;
-use kaos_workload::reconciler::{Core, Reconciles, StatusDigest};
+use kaos_workload::reconciler::{Core, Reconciles};
 use kaos_workload::stores::cached;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
 
-use crate::build::build;
 use crate::cached::CachedAgent;
+use crate::conditions::DEPENDENCIES_READY;
+use crate::desired::{Inputs, desired};
 use crate::naming;
-use crate::network;
 use crate::relations::PEER;
-use crate::resolve::{Blocked, bind_memory, resolve};
 use crate::settings::Settings;
-use crate::status::{Outcome, status};
+use crate::status::status;
 
 pub const FINALIZER: &str = "kaos.tools/agent-finalizer";
 
@@ -61,10 +61,6 @@ impl Reconciles<CachedAgent> for Context {
             .iter()
             .map(|p| (p.as_str(), cached(&self.agents, &namespace, p)))
             .collect();
-        let deployment = self
-            .core
-            .children
-            .deployment(&namespace, &naming::deployment_name(&name));
         let memory_store = agent
             .spec
             .config
@@ -72,80 +68,36 @@ impl Reconciles<CachedAgent> for Context {
             .and_then(|c| c.memory.as_ref())
             .and_then(|m| m.bound_store())
             .and_then(|store| cached(&self.memory_stores, &namespace, store));
+        let deployment = naming::deployment_name(&name);
+        let listers = self
+            .index
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .dependents(PEER, &namespace, &name);
+        let inputs = Inputs {
+            model_api: model_api.as_deref(),
+            mcp_server: &|s| find(&servers, s),
+            peer_endpoint: &|p| find(&peers, p).and_then(CachedAgent::advertised_endpoint),
+            memory_store: memory_store.as_deref(),
+            deployed: self
+                .core
+                .children
+                .deployment(&namespace, &deployment)
+                .is_some(),
+            listers: &listers,
+        };
         // A claimed `security.id` comes first, as in KAOS: the agent does nothing else.
-        let resolved = match conflict_of(&self.ids, object.as_ref()) {
-            Some((reason, message)) => Err(Blocked {
-                waiting: false,
-                reason,
-                message,
-            }),
-            None => resolve(
-                &agent,
-                model_api.as_deref(),
-                |s| find(&servers, s),
-                |p| find(&peers, p).and_then(CachedAgent::advertised_endpoint),
-            )
-            .and_then(|mut resolved| {
-                resolved.memory =
-                    bind_memory(&agent, memory_store.as_deref(), deployment.is_none())?;
-                Ok(resolved)
-            }),
-        };
-        let built = resolved.map(|r| build(&agent, &r, &self.settings));
-        let converged = match &built {
-            Ok(Ok(desired)) => {
-                let policy = {
-                    let listers = self
-                        .index
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .dependents(PEER, &namespace, &name);
-                    let cached = network::Cached {
-                        model_api: model_api.as_deref(),
-                        mcp_server: &|s| find(&servers, s),
-                        memory_store: memory_store.as_deref(),
-                    };
-                    network::policy(
-                        &agent,
-                        &listers,
-                        &cached,
-                        &self.settings.data_plane.network_policy,
-                    )
-                };
-                let children = desired.children.clone().fenced(policy);
-                self.core
-                    .converge(object.as_ref(), children.into_set())
-                    .await?
+        let result = match conflict_of(&self.ids, object.as_ref()) {
+            Some((reason, message)) => {
+                Err(Problem::failed(reason, message).about(DEPENDENCIES_READY))
             }
-            _ => Default::default(),
+            None => desired(&agent, &inputs, &self.settings),
         };
-        let outcome = match &built {
-            Err(blocked) => Outcome::Blocked(blocked),
-            Ok(Err(invalid)) => Outcome::Invalid(invalid),
-            Ok(Ok(desired)) => Outcome::Built(desired, converged.problem()),
+        let status = |conflict, deployment: Option<&_>, now| {
+            status(&agent, &result, conflict, deployment, now)
         };
-        // Read again: the converge may have created or changed it.
-        let deployment = self
-            .core
-            .children
-            .deployment(&namespace, &naming::deployment_name(&name));
-        let desired_status = status(
-            &agent,
-            outcome,
-            deployment.as_deref(),
-            kaos_workload::conditions::now(),
-        );
-        let problem = (desired_status.phase == Some(AgentPhase::Failed))
-            .then(|| ready_reason(&desired_status))
-            .flatten();
         self.core
-            .finish(
-                object.as_ref(),
-                object.status_digest(),
-                &desired_status,
-                problem,
-                &converged,
-            )
+            .converge_built(object.as_ref(), &result, &deployment, status)
             .await
     }
 }
@@ -154,15 +106,6 @@ fn find<'a, T>(list: &'a [(&str, Option<Arc<T>>)], name: &str) -> Option<&'a T> 
     list.iter()
         .find(|(n, _)| *n == name)
         .and_then(|(_, o)| o.as_deref())
-}
-
-/// The Ready condition's reason and message, for the Warning event of a failure.
-fn ready_reason(status: &kaos_api::agent::AgentStatus) -> Option<(String, String)> {
-    status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Ready")
-        .map(|c| (c.reason.clone(), c.message.clone()))
 }
 
 pub fn phase_of(agent: &CachedAgent) -> Option<&'static str> {

@@ -6,7 +6,10 @@ use kaos_api::agent::Agent;
 use kaos_api::mcpserver::MCPServer;
 use kaos_api::memorystore::{self, MemoryStore, ReadScope};
 use kaos_api::modelapi::ModelAPI;
+use kaos_workload::desired::Problem;
 use kube::ResourceExt;
+
+use crate::conditions::DEPENDENCIES_READY;
 
 /// What the Deployment needs to know about the dependencies.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -35,30 +38,14 @@ pub struct BoundMemory {
     pub degraded: Option<String>,
 }
 
-/// Why the Agent cannot be deployed (yet): phase `Failed` or `Waiting`, with a reason.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Blocked {
-    pub waiting: bool,
-    pub reason: &'static str,
-    pub message: String,
+/// A dependency that cannot work as named (phase `Failed`), shown on `DependenciesReady`.
+fn failed(reason: &'static str, message: String) -> Problem {
+    Problem::failed(reason, message).about(DEPENDENCIES_READY)
 }
 
-impl Blocked {
-    fn failed(reason: &'static str, message: String) -> Self {
-        Self {
-            waiting: false,
-            reason,
-            message,
-        }
-    }
-
-    fn waiting(reason: &'static str, message: String) -> Self {
-        Self {
-            waiting: true,
-            reason,
-            message,
-        }
-    }
+/// A dependency not there or not ready yet (phase `Waiting`), shown on `DependenciesReady`.
+fn waiting(reason: &'static str, message: String) -> Problem {
+    Problem::waiting(reason, message).about(DEPENDENCIES_READY)
 }
 
 pub fn resolve<'a>(
@@ -66,12 +53,12 @@ pub fn resolve<'a>(
     model_api: Option<&'a ModelAPI>,
     mcp_server: impl Fn(&str) -> Option<&'a MCPServer>,
     peer_endpoint: impl Fn(&str) -> Option<String>,
-) -> Result<Resolved, Blocked> {
+) -> Result<Resolved, Problem> {
     let spec = &agent.spec;
     let namespace = agent.metadata.namespace.as_deref().unwrap_or("default");
     let wait = spec.wait_for_dependencies;
     let Some(model_api) = model_api else {
-        return Err(Blocked::failed(
+        return Err(failed(
             "ModelAPINotFound",
             format!(
                 "Failed to resolve ModelAPI {}: no ModelAPI of that name in namespace {namespace}",
@@ -81,14 +68,14 @@ pub fn resolve<'a>(
     };
     let model_status = model_api.status.clone().unwrap_or_default();
     if wait && !model_status.ready {
-        return Err(Blocked::waiting(
+        return Err(waiting(
             "ModelAPINotReady",
             format!("ModelAPI {} is not ready", spec.model_api),
         ));
     }
     if !model_api.spec.serves(&spec.model) {
         // KAOS users' scripts match "not found in models list".
-        return Err(Blocked::failed(
+        return Err(failed(
             "ModelNotSupported",
             format!(
                 "model {} not found in models list of ModelAPI {}: [{}]",
@@ -101,7 +88,7 @@ pub fn resolve<'a>(
     let mut mcp_servers = Vec::new();
     for name in &spec.mcp_servers {
         let Some(server) = mcp_server(name) else {
-            return Err(Blocked::failed(
+            return Err(failed(
                 "MCPServerNotFound",
                 format!(
                     "Failed to resolve MCPServer {name}: no MCPServer of that name in namespace {namespace}"
@@ -110,7 +97,7 @@ pub fn resolve<'a>(
         };
         let status = server.status.clone().unwrap_or_default().workload;
         if wait && !status.ready {
-            return Err(Blocked::waiting(
+            return Err(waiting(
                 "MCPServerNotReady",
                 format!("MCPServer {name} is not ready"),
             ));
@@ -149,7 +136,7 @@ pub fn bind_memory(
     agent: &Agent,
     store: Option<&MemoryStore>,
     first_deployment: bool,
-) -> Result<Option<BoundMemory>, Blocked> {
+) -> Result<Option<BoundMemory>, Problem> {
     let Some(memory) = agent.spec.config.as_ref().and_then(|c| c.memory.as_ref()) else {
         return Ok(None);
     };
@@ -163,7 +150,7 @@ pub fn bind_memory(
         .or(ceiling)
         .unwrap_or(ReadScope::Session);
     if let Some(ceiling) = ceiling.filter(|c| max_read_scope > *c) {
-        return Err(Blocked::failed(
+        return Err(failed(
             "InvalidMemoryReadScope",
             format!(
                 "config.memory.maxReadScope {} exceeds MemoryStore {name} maxReadScope {}",
@@ -173,11 +160,11 @@ pub fn bind_memory(
         ));
     }
     let degraded = match store {
-        None => Some(Blocked::waiting(
+        None => Some(waiting(
             "MemoryStoreNotFound",
             format!("MemoryStore {name} not found"),
         )),
-        Some(s) if !s.status.as_ref().is_some_and(|s| s.ready) => Some(Blocked::waiting(
+        Some(s) if !s.status.as_ref().is_some_and(|s| s.ready) => Some(waiting(
             "MemoryStoreNotReady",
             format!("MemoryStore {name} is not ready"),
         )),

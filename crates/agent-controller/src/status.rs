@@ -1,117 +1,46 @@
-//! The status an Agent should show. Pure.
+//! The status an Agent should show, from its desired state (or why it has none) and the
+//! observed Deployment. Pure.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kaos_api::agent::{Agent, AgentPhase, AgentStatus};
-use kaos_workload::conditions::{ConditionUpdate, remove_condition, set_condition};
+use kaos_api::agent::{Agent, AgentStatus};
+use kaos_workload::conditions::set_condition;
 use kaos_workload::deployment_view::DeploymentView;
-use kaos_workload::rollout::{Summary, WorkloadReport, observe, summarize};
+use kaos_workload::desired::{Desired, Problem};
+use kaos_workload::rollout::WorkloadReport;
 
-use crate::build::{BuildError, Desired};
-use crate::resolve::Blocked;
-
-/// The conditions a reconcile sets, every time.
-pub const DEPENDENCIES_READY: &str = "DependenciesReady";
-pub const READY: &str = "Ready";
-/// Set while the agent is built with a MemoryStore binding: True while the store is missing or
-/// not ready (the agent serves with short-term memory only), removed without a binding.
-pub const MEMORY_DEGRADED: &str = "MemoryDegraded";
-pub const OWN_CONDITIONS: [&str; 3] = [DEPENDENCIES_READY, READY, MEMORY_DEGRADED];
-
-/// Where a reconcile got to.
-pub enum Outcome<'a> {
-    Blocked(&'a Blocked),
-    Invalid(&'a BuildError),
-    /// Built, and converged with these conflicts (a child name taken by a foreign object).
-    Built(&'a Desired, Option<(&'static str, String)>),
-}
+use crate::conditions::{DEPENDENCIES_READY, MEMORY_DEGRADED, dependencies_resolved};
 
 pub fn status(
     agent: &Agent,
-    outcome: Outcome<'_>,
+    result: &Result<Desired, Problem>,
+    conflict: Option<(&'static str, String)>,
     deployment: Option<&DeploymentView>,
     now: Time,
 ) -> AgentStatus {
-    let previous = agent.status.clone().unwrap_or_default();
+    let previous = agent.status.clone().unwrap_or_default().workload;
     let generation = agent.metadata.generation;
-    let rollout = observe(deployment);
-    let mut conditions = previous.conditions.clone();
-    let dependencies = match &outcome {
-        Outcome::Blocked(b) => ConditionUpdate {
-            type_: DEPENDENCIES_READY,
-            status: false,
-            reason: b.reason,
-            message: b.message.clone(),
-        },
-        _ => ConditionUpdate {
-            type_: DEPENDENCIES_READY,
-            status: true,
-            reason: "Resolved",
-            message: "the ModelAPI and MCPServers are available".into(),
-        },
-    };
-    set_condition(&mut conditions, dependencies, generation, now.clone());
-    let memory = match &outcome {
-        Outcome::Built(desired, _) => desired.memory.as_ref(),
-        _ => None,
-    };
-    match memory {
-        Some(bound) => {
-            let update = match &bound.degraded {
-                Some(message) => ConditionUpdate {
-                    type_: MEMORY_DEGRADED,
-                    status: true,
-                    reason: "MemoryStoreNotReady",
-                    message: message.clone(),
-                },
-                None => ConditionUpdate {
-                    type_: MEMORY_DEGRADED,
-                    status: false,
-                    reason: "MemoryHealthy",
-                    message: format!("MemoryStore {} is ready", bound.store),
-                },
-            };
-            set_condition(&mut conditions, update, generation, now.clone());
-        }
-        None => remove_condition(&mut conditions, MEMORY_DEGRADED),
-    }
-    let (summary, endpoint) = match outcome {
-        Outcome::Blocked(b) => {
-            let phase = if b.waiting {
-                AgentPhase::Waiting
-            } else {
-                AgentPhase::Failed
-            };
-            let summary = Summary {
-                phase,
-                reason: b.reason,
-                message: b.message.clone(),
-            };
-            (summary, previous.endpoint.clone())
-        }
-        Outcome::Invalid(e) => {
-            let summary = Summary {
-                phase: AgentPhase::Failed,
-                reason: e.reason,
-                message: e.message.clone(),
-            };
-            (summary, previous.endpoint.clone())
-        }
-        Outcome::Built(desired, problem) => {
-            let problem = problem.as_ref().map(|(r, m)| (*r, m.as_str()));
-            let summary = summarize(problem, &rollout).into_phase();
-            (summary, desired.endpoint.clone())
-        }
-    };
-    let name = agent.metadata.name.as_deref().unwrap_or_default();
-    let report = WorkloadReport {
-        conditions,
-        summary,
-        endpoint,
-        rollout,
-        labels: &crate::naming::labels(name),
+    let labels = crate::naming::labels(agent.metadata.name.as_deref().unwrap_or_default());
+    let mut report = WorkloadReport::of(
+        result,
+        conflict,
+        deployment,
+        &previous,
+        &[DEPENDENCIES_READY, MEMORY_DEGRADED],
+        &labels,
         generation,
-        now,
-    };
+        now.clone(),
+    );
+    // A spec that cannot be built once its dependencies resolved (no image, say): they did.
+    if let Err(problem) = result
+        && problem.condition != Some(DEPENDENCIES_READY)
+    {
+        set_condition(
+            &mut report.conditions,
+            dependencies_resolved(),
+            generation,
+            now,
+        );
+    }
     AgentStatus {
         workload: report.status(),
         linked_resources: linked_resources(agent),

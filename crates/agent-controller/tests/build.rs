@@ -1,8 +1,9 @@
 //! The pure Agent resolver and builder against every line of the contract (`docs/contract.md` §2).
 
 use agent_controller::build::{Desired, build};
+use agent_controller::conditions::DEPENDENCIES_READY;
 use agent_controller::naming::advertised_endpoint;
-use agent_controller::resolve::{Blocked, Resolved, resolve};
+use agent_controller::resolve::{Resolved, resolve};
 use agent_controller::settings::{Args, Settings};
 use clap::Parser;
 use kaos_api::agent::{Agent, AgentPhase};
@@ -10,6 +11,7 @@ use kaos_api::mcpserver::MCPServer;
 use kaos_api::modelapi::ModelAPI;
 use kaos_harness::built::{assert_name_labels_and_owner, assert_serves_http_on};
 use kaos_harness::deployments::{env_with_sources, expected_env};
+use kaos_workload::desired::{Problem, Stuck};
 use serde_json::{Value, json};
 
 fn settings(extra: &[&str]) -> Settings {
@@ -29,7 +31,7 @@ fn json_of<T: serde::Serialize>(value: &T) -> Value {
 }
 
 fn container(d: &Desired) -> Value {
-    json_of(&d.children.deployment)["spec"]["template"]["spec"]["containers"][0].clone()
+    json_of(&d.workload.deployment)["spec"]["template"]["spec"]["containers"][0].clone()
 }
 
 fn rich_agent() -> Agent {
@@ -87,7 +89,7 @@ fn the_full_env_list_of_a_rich_agent_in_the_contracts_order() {
     )
     .expect("builds");
     assert_eq!(
-        env_with_sources(&d.children.deployment),
+        env_with_sources(&d.workload.deployment),
         expected_env(&[
             ("AGENT_NAME", "coordinator"),
             ("AGENT_DESCRIPTION", "Plans work"),
@@ -147,7 +149,7 @@ fn a_minimal_agent_and_a_user_override_in_place() {
     };
     let d = build(&minimal, &resolved, &settings(&[])).expect("builds");
     assert_eq!(
-        env_with_sources(&d.children.deployment),
+        env_with_sources(&d.workload.deployment),
         expected_env(&[
             ("AGENT_NAME", "w"),
             ("MODEL_API_URL", "http://api"),
@@ -174,7 +176,7 @@ fn a_name_admitted_before_the_name_rule_fails_instead_of_running_without_a_servi
 fn names_labels_port_probes_service_and_endpoint() {
     let d = build(&rich_agent(), &rich_resolved(), &settings(&[])).expect("builds");
     assert_name_labels_and_owner(
-        &d.children.deployment,
+        &d.workload.deployment,
         "agent-coordinator",
         &[("app", "agent"), ("agent", "coordinator")],
         "Agent",
@@ -184,8 +186,8 @@ fn names_labels_port_probes_service_and_endpoint() {
         (c["name"].as_str(), c["image"].as_str()),
         (Some("agent"), Some("kaos-agent:1"))
     );
-    let service = d.children.service.as_ref().expect("exposed by default");
-    assert_serves_http_on(&d.children.deployment, service, 8000);
+    let service = d.workload.service.as_ref().expect("exposed by default");
+    assert_serves_http_on(&d.workload.deployment, service, 8000);
     assert_eq!(
         c["livenessProbe"],
         json!({"httpGet": {"path": "/health", "port": 8000}, "initialDelaySeconds": 30, "periodSeconds": 10})
@@ -213,7 +215,7 @@ fn not_exposed_means_no_service_route_or_endpoint() {
     )
     .expect("builds");
     assert!(
-        d.children.service.is_none() && d.children.http_route.is_none() && d.endpoint.is_none()
+        d.workload.service.is_none() && d.workload.http_route.is_none() && d.endpoint.is_none()
     );
 }
 
@@ -232,7 +234,7 @@ fn overrides_pod_spec_replicas_and_route() {
         &settings(&["--gateway-api-enabled=true"]),
     )
     .expect("builds");
-    let deployment = json_of(&d.children.deployment);
+    let deployment = json_of(&d.workload.deployment);
     assert_eq!(deployment["spec"]["replicas"], 2);
     let c = container(&d);
     assert_eq!(
@@ -245,7 +247,7 @@ fn overrides_pod_spec_replicas_and_route() {
     );
     assert_eq!(c["resources"], json!({"limits": {"cpu": "1"}}));
     assert_eq!(
-        env_with_sources(&d.children.deployment).last(),
+        env_with_sources(&d.workload.deployment).last(),
         Some(&("LOG_LEVEL".to_string(), "ERROR".to_string())),
         "podSpec env merged by name"
     );
@@ -253,7 +255,7 @@ fn overrides_pod_spec_replicas_and_route() {
         deployment["spec"]["template"]["spec"]["serviceAccountName"],
         "agent-sa"
     );
-    let route = json_of(d.children.http_route.as_ref().expect("route"));
+    let route = json_of(d.workload.http_route.as_ref().expect("route"));
     assert_eq!(route["metadata"]["name"], "agent-a");
     assert_eq!(
         route["spec"]["rules"][0]["matches"][0]["path"]["value"],
@@ -270,11 +272,11 @@ fn overrides_pod_spec_replicas_and_route() {
     )
     .expect("builds");
     assert_eq!(
-        json_of(&unset.children.http_route.expect("route"))["spec"]["rules"][0]["timeouts"],
+        json_of(&unset.workload.http_route.expect("route"))["spec"]["rules"][0]["timeouts"],
         json!({"request": "120s"})
     );
     assert!(
-        json_of(&unset.children.deployment)["spec"]
+        json_of(&unset.workload.deployment)["spec"]
             .get("replicas")
             .is_none()
     );
@@ -360,8 +362,8 @@ fn resolution_follows_the_contracts_order() {
 
     let missing = resolve(&a, None, find_server, find_peer).expect_err("no ModelAPI");
     assert_eq!(
-        (missing.waiting, missing.reason),
-        (false, "ModelAPINotFound")
+        (missing.stuck, missing.reason, missing.condition),
+        (Stuck::Failed, "ModelAPINotFound", Some(DEPENDENCIES_READY))
     );
     assert!(
         missing
@@ -374,11 +376,10 @@ fn resolution_follows_the_contracts_order() {
     let unready = model_api(false, proxy.clone());
     assert_eq!(
         resolve(&a, Some(&unready), find_server, find_peer),
-        Err(Blocked {
-            waiting: true,
-            reason: "ModelAPINotReady",
-            message: "ModelAPI llm is not ready".into()
-        })
+        Err(
+            Problem::waiting("ModelAPINotReady", "ModelAPI llm is not ready".into())
+                .about(DEPENDENCIES_READY)
+        )
     );
 
     let narrow = model_api(true, proxy_serving(&["llama3", "mistral"]));
@@ -413,8 +414,8 @@ fn resolution_follows_the_contracts_order() {
     )
     .expect_err("waiting");
     assert_eq!(
-        (err.waiting, err.message.as_str()),
-        (true, "MCPServer web-search is not ready")
+        (err.stuck, err.message.as_str()),
+        (Stuck::Waiting, "MCPServer web-search is not ready")
     );
 
     let resolved = resolve(&a, Some(&ready), find_server, find_peer).expect("resolved");
@@ -536,7 +537,7 @@ fn the_agent_pod_meets_the_restricted_pod_security_standard_unless_relaxed() {
     use kaos_workload::pod_security::restricted_violations;
     let pod_of = |extra: &[&str]| {
         let d = build(&rich_agent(), &rich_resolved(), &settings(extra)).expect("builds");
-        d.children
+        d.workload
             .deployment
             .spec
             .and_then(|s| s.template.spec)

@@ -3,12 +3,14 @@
 //! identity.
 
 use agent_controller::build::build;
-use agent_controller::resolve::{Blocked, BoundMemory, Resolved, bind_memory};
+use agent_controller::conditions::DEPENDENCIES_READY;
+use agent_controller::resolve::{BoundMemory, Resolved, bind_memory};
 use agent_controller::settings::{Args, Settings};
 use clap::Parser;
 use kaos_api::agent::{Agent, MemoryConfig, MemoryType};
 use kaos_api::memorystore::{MemoryStore, ReadScope};
 use kaos_harness::fixtures::*;
+use kaos_workload::desired::Problem;
 use serde_json::{Value, json};
 
 fn settings() -> Settings {
@@ -41,7 +43,7 @@ fn store(ready: bool, max_read_scope: Option<ReadScope>) -> MemoryStore {
 fn env_of(agent: &Agent, resolved: &Resolved) -> Vec<(String, String)> {
     let desired = build(agent, resolved, &settings()).expect("builds");
     let pod = desired
-        .children
+        .workload
         .deployment
         .spec
         .expect("spec")
@@ -192,19 +194,17 @@ fn a_missing_or_unready_store_holds_back_only_the_first_deployment() {
     let agent = support().memory_store("mem");
     assert_eq!(
         bind_memory(&agent, None, true),
-        Err(Blocked {
-            waiting: true,
-            reason: "MemoryStoreNotFound",
-            message: "MemoryStore mem not found".into()
-        })
+        Err(
+            Problem::waiting("MemoryStoreNotFound", "MemoryStore mem not found".into())
+                .about(DEPENDENCIES_READY)
+        )
     );
     assert_eq!(
         bind_memory(&agent, Some(&store(false, None)), true),
-        Err(Blocked {
-            waiting: true,
-            reason: "MemoryStoreNotReady",
-            message: "MemoryStore mem is not ready".into()
-        })
+        Err(
+            Problem::waiting("MemoryStoreNotReady", "MemoryStore mem is not ready".into())
+                .about(DEPENDENCIES_READY)
+        )
     );
     // Once deployed the agent keeps serving, at the same endpoint (its pods are not rolled),
     // and reports the store as degraded.
@@ -241,12 +241,11 @@ fn an_agent_may_not_read_wider_than_its_store_allows() {
         .memory_read_scope(ReadScope::User);
     assert_eq!(
         bind_memory(&agent, Some(&store(true, Some(ReadScope::Agent))), false),
-        Err(Blocked {
-            waiting: false,
-            reason: "InvalidMemoryReadScope",
-            message: "config.memory.maxReadScope user exceeds MemoryStore mem maxReadScope agent"
-                .into()
-        })
+        Err(Problem::failed(
+            "InvalidMemoryReadScope",
+            "config.memory.maxReadScope user exceeds MemoryStore mem maxReadScope agent".into()
+        )
+        .about(DEPENDENCIES_READY))
     );
     let bound = bind_memory(&agent, Some(&store(true, Some(ReadScope::User))), false)
         .expect("allowed")

@@ -17,7 +17,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::Event;
 use serde::Serialize;
 
-use crate::converge::ChildKind;
+use crate::desired::ChildKind;
 use crate::expectations::Expectations;
 use crate::triggers::Relist;
 

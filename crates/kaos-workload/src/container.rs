@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::{Container, ContainerPort, EnvVar, HTTPGetAction
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kaos_api::common::{ContainerOverride, Telemetry};
 
-use crate::build_error::BuildError;
+use crate::desired::Problem;
 use crate::settings::DataPlaneArgs;
 
 /// An HTTP GET probe on `path` and `port` with KAOS's thresholds (5 s timeout, 3 failures).
@@ -74,7 +74,7 @@ pub fn image(container: Option<&ContainerOverride>, default: Option<&str>) -> Op
 pub fn apply_container_override(
     container: &mut Container,
     user: Option<&ContainerOverride>,
-) -> Result<(), BuildError> {
+) -> Result<(), Problem> {
     let Some(user) = user else { return Ok(()) };
     if !user.command.is_empty() {
         container.command = Some(user.command.clone());
@@ -96,7 +96,7 @@ pub fn apply_container_override(
         };
         match ports.iter_mut().find(|p| same(p)) {
             Some(generated) if generated.container_port != port.container_port => {
-                return Err(BuildError::new(
+                return Err(Problem::failed(
                     "InvalidContainerPorts",
                     format!(
                         "spec.container.ports: port {} must be {}: the Service and the probes use it",

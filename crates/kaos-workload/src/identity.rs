@@ -18,7 +18,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::Event;
 use tokio::sync::mpsc;
 
-use crate::build_error::BuildError;
+use crate::desired::Problem;
 use crate::index::Name;
 use crate::index::name_of;
 
@@ -270,10 +270,10 @@ impl<K: Resource<DynamicType = ()> + SecurityIdentity + Send + Sync + 'static> C
 pub fn build_unless_claimed<K: Resource + SecurityIdentity, D>(
     ids: &SharedSecurityIds,
     object: &K,
-    build: impl FnOnce() -> Result<D, BuildError>,
-) -> Result<D, BuildError> {
+    build: impl FnOnce() -> Result<D, Problem>,
+) -> Result<D, Problem> {
     match conflict_of(ids, object) {
-        Some((reason, message)) => Err(BuildError { reason, message }),
+        Some((reason, message)) => Err(Problem::failed(reason, message)),
         None => build(),
     }
 }

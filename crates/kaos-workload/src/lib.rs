@@ -5,7 +5,6 @@
 //! merge and hash, rollout status, conditions, autoscalers, disruption budgets and
 //! NetworkPolicies).
 
-pub mod build_error;
 pub mod child_changes;
 pub mod child_store;
 pub mod children;
@@ -14,6 +13,7 @@ pub mod conditions;
 pub mod container;
 pub mod converge;
 pub mod deployment_view;
+pub mod desired;
 pub mod drift;
 pub mod expectations;
 pub mod gateway;

@@ -15,7 +15,7 @@
 use k8s_openapi::api::core::v1::PodSpec;
 use serde_json::Value;
 
-use crate::build_error::BuildError;
+use crate::desired::Problem;
 use crate::pod_security::{PodSecurity, secure_pod};
 
 /// Why a pod spec could not be merged; reported to the user as a Failed status.
@@ -35,11 +35,11 @@ pub fn workload_pod(
     level: PodSecurity,
     api_token: bool,
     user: Option<&PodSpec>,
-) -> Result<PodSpec, BuildError> {
+) -> Result<PodSpec, Problem> {
     secure_pod(&mut generated, level, api_token);
     match user {
         Some(patch) => merge_pod_spec(&generated, patch)
-            .map_err(|e| BuildError::new("InvalidPodSpec", e.to_string())),
+            .map_err(|e| Problem::failed("InvalidPodSpec", e.to_string())),
         None => Ok(generated),
     }
 }

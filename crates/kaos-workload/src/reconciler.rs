@@ -25,10 +25,10 @@ use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::build_error::BuildError;
 use crate::conditions::now;
-use crate::converge::{ChildSet, Children, Converged, Parent};
+use crate::converge::{Children, Converged, Parent};
 use crate::deployment_view::DeploymentView;
+use crate::desired::{ChildSet, Desired, Problem, Stuck};
 use crate::expectations::{Expectations, Observed, Verdict};
 use crate::podspec::stable_hash;
 use crate::stores::Watched;
@@ -396,47 +396,37 @@ impl Core {
         })
     }
 
-    /// The rest of a workload's reconcile once its spec is built: the children `children`
-    /// makes of it converged (none when it cannot be built: what runs is left as it is), then
-    /// the status `status` makes of the outcome (a child conflict, if any), its Deployment
-    /// `deployment` as the cache now shows it and the time, written with [`Core::finish`].
-    pub async fn converge_built<K, D, S>(
+    /// The end of every workload reconcile: the children `result` asks for converged (none
+    /// while it is a problem: what runs is left as it is), then the status `status` makes of the
+    /// outcome (a child conflict, if any), its Deployment `deployment` as the cache now shows it
+    /// and the time, written with [`Core::finish`]. A `Failed` problem or a conflict is also a
+    /// Warning event; a wait is not.
+    pub async fn converge_built<K, S>(
         &self,
         object: &K,
-        current_status: Option<u64>,
-        built: &Result<D, BuildError>,
+        result: &Result<Desired, Problem>,
         deployment: &str,
-        children: impl FnOnce(&D) -> ChildSet,
         status: impl FnOnce(Option<(&'static str, String)>, Option<&DeploymentView>, Time) -> S,
     ) -> Result<Action, ReconcileError>
     where
         K: Primary,
         S: Serialize,
     {
-        let converged = match built {
-            Ok(desired) => self.converge(object, children(desired)).await?,
+        let converged = match result {
+            Ok(desired) => self.converge(object, desired.clone().into_set()).await?,
             Err(_) => Converged::default(),
         };
         let namespace = object.namespace().unwrap_or_default();
         let deployment = self.children.deployment(&namespace, deployment);
         let desired_status = status(converged.problem(), deployment.as_deref(), now());
-        let build_error = built.as_ref().err();
-        let problem = Self::problem(
-            build_error.map(|e| (e.reason, e.message.as_str())),
-            &converged,
-        );
-        self.finish(object, current_status, &desired_status, problem, &converged)
+        let problem = match result {
+            Err(p) if p.stuck == Stuck::Failed => Some((p.reason.to_string(), p.message.clone())),
+            Err(_) => None,
+            Ok(_) => converged.problem().map(|(r, m)| (r.to_string(), m)),
+        };
+        let current = object.status_digest();
+        self.finish(object, current, &desired_status, problem, &converged)
             .await
-    }
-
-    /// The problem to report for a resource whose build failed or whose children conflict.
-    pub fn problem(
-        build_error: Option<(&str, &str)>,
-        converged: &Converged,
-    ) -> Option<(String, String)> {
-        build_error
-            .map(|(r, m)| (r.to_string(), m.to_string()))
-            .or_else(|| converged.problem().map(|(r, m)| (r.to_string(), m)))
     }
 
     /// The error policy of every controller: log by step, count, warn, and retry with

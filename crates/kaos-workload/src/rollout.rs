@@ -4,10 +4,12 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kaos_api::agent::AgentPhase;
 use kaos_api::common::{DeploymentStatus, Phase, ScaleStatus, WorkloadStatus};
 
-use crate::build_error::BuildError;
+use crate::conditions::{remove_condition, set_condition};
 use crate::deployment_view::DeploymentView;
+use crate::desired::{Desired, Problem, Stuck};
 
 /// The state of an owned Deployment as the custom resource reports it.
 #[derive(Clone, Debug, PartialEq)]
@@ -127,16 +129,41 @@ pub fn summarize(build_error: Option<(&'static str, &str)>, rollout: &Rollout) -
     }
 }
 
-/// The summary of a workload whose spec was built (or not) and converged: the builder's error
-/// first, then a child's conflict, else its rollout.
-pub fn summarize_built<D>(
-    built: &Result<D, BuildError>,
+/// A kind's phase: the common ones, and the one it shows while it waits for a dependency.
+pub trait KindPhase: Copy + PartialEq + From<Phase> {
+    const WAITING: Self;
+}
+
+impl KindPhase for Phase {
+    /// KAOS's hold: Pending with what is awaited.
+    const WAITING: Self = Phase::Pending;
+}
+
+impl KindPhase for AgentPhase {
+    const WAITING: Self = AgentPhase::Waiting;
+}
+
+/// The summary of a workload whose desired state was worked out (or not) and converged: its
+/// problem first, then a child's conflict, else its rollout.
+pub fn summarize_result<P: KindPhase>(
+    result: &Result<Desired, Problem>,
     conflict: Option<&(&'static str, String)>,
     rollout: &Rollout,
-) -> Summary {
-    let build_error = built.as_ref().err().map(|e| (e.reason, e.message.as_str()));
-    let conflict = conflict.map(|(reason, message)| (*reason, message.as_str()));
-    summarize(build_error.or(conflict), rollout)
+) -> Summary<P> {
+    match result {
+        Err(problem) => Summary {
+            phase: match problem.stuck {
+                Stuck::Failed => Phase::Failed.into(),
+                Stuck::Waiting => P::WAITING,
+            },
+            reason: problem.reason,
+            message: problem.message.clone(),
+        },
+        Ok(_) => {
+            let conflict = conflict.map(|(reason, message)| (*reason, message.as_str()));
+            summarize(conflict, rollout).into_phase()
+        }
+    }
 }
 
 /// Sets the `Ready` condition from a summary.
@@ -186,16 +213,61 @@ impl<P: Copy + PartialEq + From<Phase>> WorkloadReport<'_, P> {
     }
 }
 
-/// The endpoint a workload reports: the one it was built with, or, when its spec cannot be
-/// built (what runs is left as it was), the one it reported before.
-pub fn built_endpoint<D>(
-    built: &Result<D, BuildError>,
-    endpoint_of: impl FnOnce(&D) -> String,
-    previous: &WorkloadStatus,
-) -> Option<String> {
-    match built {
-        Ok(desired) => Some(endpoint_of(desired)),
-        Err(_) => previous.endpoint.clone(),
+impl<'a, P: KindPhase> WorkloadReport<'a, P> {
+    /// The report of a reconcile whose desired state is `result`, converged with `conflict`
+    /// (a child's name taken), its Deployment now `deployment`: the previous status's
+    /// conditions with `result`'s set (a problem's own condition False) and the kind's other
+    /// `optional` conditions removed; the endpoint it was built with, or while it has a problem
+    /// (what runs is left as it was) the one it reported before.
+    #[allow(clippy::too_many_arguments)]
+    pub fn of(
+        result: &Result<Desired, Problem>,
+        conflict: Option<(&'static str, String)>,
+        deployment: Option<&DeploymentView>,
+        previous: &WorkloadStatus<P>,
+        optional: &[&'static str],
+        labels: &'a BTreeMap<String, String>,
+        generation: Option<i64>,
+        now: Time,
+    ) -> Self {
+        let rollout = observe(deployment);
+        let mut conditions = previous.conditions.clone();
+        let shown: Vec<&str> = match result {
+            Ok(desired) => {
+                for update in &desired.conditions {
+                    set_condition(&mut conditions, update.clone(), generation, now.clone());
+                }
+                desired.conditions.iter().map(|c| c.type_).collect()
+            }
+            Err(problem) => {
+                if let Some(type_) = problem.condition {
+                    let update = crate::conditions::ConditionUpdate {
+                        type_,
+                        status: false,
+                        reason: problem.reason,
+                        message: problem.message.clone(),
+                    };
+                    set_condition(&mut conditions, update, generation, now.clone());
+                }
+                problem.condition.into_iter().collect()
+            }
+        };
+        for type_ in optional.iter().filter(|t| !shown.contains(t)) {
+            remove_condition(&mut conditions, type_);
+        }
+        let endpoint = match result {
+            Ok(desired) => desired.endpoint.clone(),
+            Err(_) => previous.endpoint.clone(),
+        };
+        WorkloadReport {
+            summary: summarize_result(result, conflict.as_ref(), &rollout),
+            conditions,
+            endpoint,
+            rollout,
+            labels,
+            generation,
+            now,
+        }
     }
 }
 

@@ -25,8 +25,9 @@ use tokio::sync::mpsc;
 
 use crate::child_changes::{ChildChanges, child_changes};
 use crate::child_store::{ChildStore, child_store};
-use crate::converge::{ChildKind, Children};
+use crate::converge::Children;
 use crate::deployment_view::DeploymentView;
+use crate::desired::ChildKind;
 use crate::expectations::Expectations;
 use crate::gateway::http_route_resource;
 use crate::meta_view::MetaView;

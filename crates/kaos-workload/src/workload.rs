@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::core::DynamicObject;
 use serde_json::json;
 
-use crate::build_error::BuildError;
+use crate::desired::Problem;
 use crate::gateway::{GatewayArgs, http_route_resource};
 use crate::podspec::stable_hash;
 
@@ -37,7 +37,7 @@ impl Workload {
     /// resource name that breaks this (kaos-api's `child_name_rule`); this catches one admitted
     /// before that rule, which would otherwise run a Deployment whose Service the API server
     /// refuses.
-    pub fn check_name(&self, resource: &str) -> Result<(), BuildError> {
+    pub fn check_name(&self, resource: &str) -> Result<(), Problem> {
         let name = self.name.as_str();
         let label = name.len() <= 63
             && name.starts_with(|c: char| c.is_ascii_lowercase())
@@ -48,7 +48,7 @@ impl Workload {
         if label {
             return Ok(());
         }
-        Err(BuildError::new(
+        Err(Problem::failed(
             "InvalidName",
             format!(
                 "metadata.name {resource:?} cannot name a Service: {name:?} must be a DNS-1035 label (at most 63 lowercase letters, digits and '-'); recreate the resource under a name without '.'"

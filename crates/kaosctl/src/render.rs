@@ -13,7 +13,7 @@ use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
 use kaos_api::workflow::{AgentWorkflow, AgentWorkflowRun};
 use kaos_schema::{CrdSchema, UnknownFields};
-use kaos_workload::converge::{Child, WorkloadChildren};
+use kaos_workload::desired::{Child, Desired, Problem};
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
@@ -31,9 +31,46 @@ pub struct Rendered {
 }
 
 impl Rendered {
-    /// Notes that `kind` `name` would not come up: the controller's `message`.
-    fn problem(&mut self, kind: &str, name: &str, message: &str) {
-        self.problems.push(format!("{kind} {name}: {message}"));
+    /// The children `result` asks for, as the controller would write them (an autoscaled
+    /// Deployment at its initial replicas), and the endpoint it publishes; or, when it is a
+    /// problem, the controller's message among the problems (and None).
+    fn children(
+        &mut self,
+        kind: &str,
+        name: &str,
+        result: Result<Desired, Problem>,
+    ) -> Option<Option<String>> {
+        let desired = match result {
+            Ok(desired) => desired,
+            Err(problem) => {
+                self.problems
+                    .push(format!("{kind} {name}: {}", problem.message));
+                return None;
+            }
+        };
+        let endpoint = desired.endpoint.clone();
+        let set = desired.into_set();
+        for child in set.apply {
+            let pushed = match child {
+                Child::Deployment(mut d) => {
+                    if let (Some(initial), Some(spec)) = (set.autoscaled_replicas, d.spec.as_mut())
+                    {
+                        spec.replicas = Some(initial);
+                    }
+                    serde_json::to_value(*d)
+                }
+                Child::Service(s) => serde_json::to_value(*s),
+                Child::ConfigMap(c) => serde_json::to_value(*c),
+                Child::Secret(s) => serde_json::to_value(*s),
+                Child::HttpRoute(r) => serde_json::to_value(*r),
+                Child::PersistentVolumeClaim(c) => serde_json::to_value(*c),
+                Child::PodDisruptionBudget(b) => serde_json::to_value(*b),
+                Child::HorizontalPodAutoscaler(a) => serde_json::to_value(*a),
+                Child::NetworkPolicy(p) => serde_json::to_value(*p),
+            };
+            self.objects.extend(pushed.ok());
+        }
+        Some(endpoint)
     }
 }
 
@@ -71,36 +108,6 @@ fn admit<K: serde::de::DeserializeOwned>(kind: &str, mut object: Value) -> anyho
         bail!("{kind} {name} is invalid: {}", texts.join("; "));
     }
     serde_json::from_value(object).with_context(|| format!("{kind} {name} cannot be read"))
-}
-
-fn push<K: Resource + serde::Serialize>(out: &mut Vec<Value>, object: K) {
-    if let Ok(value) = serde_json::to_value(&object) {
-        out.push(value);
-    }
-}
-
-/// The children of one workload as the controller would write them: an autoscaled
-/// Deployment at its initial replicas.
-fn push_children(out: &mut Vec<Value>, children: WorkloadChildren) {
-    let set = children.into_set();
-    for child in set.apply {
-        match child {
-            Child::Deployment(mut d) => {
-                if let (Some(initial), Some(spec)) = (set.autoscaled_replicas, d.spec.as_mut()) {
-                    spec.replicas = Some(initial);
-                }
-                push(out, *d)
-            }
-            Child::Service(s) => push(out, *s),
-            Child::ConfigMap(c) => push(out, *c),
-            Child::Secret(s) => push(out, *s),
-            Child::HttpRoute(r) => push(out, *r),
-            Child::PersistentVolumeClaim(c) => push(out, *c),
-            Child::PodDisruptionBudget(b) => push(out, *b),
-            Child::HorizontalPodAutoscaler(a) => push(out, *a),
-            Child::NetworkPolicy(p) => push(out, *p),
-        }
-    }
 }
 
 fn named<K: Resource>(object: &K, namespace: &Option<String>, name: &str) -> bool {
@@ -254,126 +261,60 @@ pub fn render(documents: &[Value]) -> anyhow::Result<Rendered> {
         notes,
         ..Default::default()
     };
+    // Each kind's own pure `desired()`, with what the manifests hold as its inputs; a resource
+    // that renders is taken as Ready at its endpoint by those that depend on it.
     for m in &mut model_apis {
-        match modelapi_controller::build::build(m, &settings.modelapi) {
-            Ok(desired) => {
-                if let Some(config_map) = desired.config_map {
-                    push(&mut rendered.objects, config_map);
-                }
-                if let Some(secret) = desired.api_key_secret {
-                    push(&mut rendered.objects, secret);
-                }
-                push_children(
-                    &mut rendered.objects,
-                    WorkloadChildren::plain(
-                        desired.deployment,
-                        Some(desired.service),
-                        desired.http_route,
-                    )
-                    .scaled(desired.scaled)
-                    .fenced(desired.network_policy),
-                );
-                m.status = Some(ready_at(Some(desired.endpoint)));
-            }
-            Err(e) => rendered.problem("ModelAPI", &m.name_any(), &e.message),
-        }
+        let result = modelapi_controller::build::desired(m, &settings.modelapi);
+        let endpoint = rendered.children("ModelAPI", &m.name_any(), result);
+        m.status = endpoint.map(ready_at);
     }
     for s in &mut servers {
-        match mcpserver_controller::build::build(s, &registry, &settings.mcpserver) {
-            Ok(desired) => {
-                push_children(&mut rendered.objects, desired.children);
-                s.status = Some(ready_at(Some(desired.endpoint)).into());
-            }
-            Err(e) => rendered.problem("MCPServer", &s.name_any(), &e.message),
-        }
+        let result = mcpserver_controller::build::desired(s, &registry, &settings.mcpserver);
+        let endpoint = rendered.children("MCPServer", &s.name_any(), result);
+        s.status = endpoint.map(|e| ready_at(e).into());
     }
-    // A store's model base URL is its summarization ModelAPI's endpoint, as that publishes it
-    // once Ready.
     for s in &mut stores {
         let ns = s.namespace();
-        let built = memorystore_controller::models::resolve(s, |name| {
-            model_apis.iter().find(|m| named(*m, &ns, name))
-        })
-        .map_err(|waiting| waiting.message)
-        .and_then(|models| {
-            memorystore_controller::build::build(s, &models, &settings.memorystore)
-                .map_err(|e| e.message)
-        });
-        match built {
-            Ok(desired) => {
-                if let Some(claim) = desired.claim {
-                    push(&mut rendered.objects, claim);
-                }
-                push_children(
-                    &mut rendered.objects,
-                    WorkloadChildren {
-                        disruption_budget: desired.disruption_budget,
-                        ..desired.workload
-                    },
-                );
-                s.status = Some(ready_at(Some(desired.endpoint)));
-            }
-            Err(message) => rendered.problem("MemoryStore", &s.name_any(), &message),
-        }
+        let model_api = |name: &str| model_apis.iter().find(|m| named(*m, &ns, name));
+        let result = memorystore_controller::build::desired(s, model_api, &settings.memorystore);
+        let endpoint = rendered.children("MemoryStore", &s.name_any(), result);
+        s.status = endpoint.map(ready_at);
     }
-    // An agent's endpoint does not depend on its dependencies: work them out first, for peers.
+    // Peers are taken at the endpoint their spec gives, as the controller takes a peer not
+    // built yet.
     for a in &mut agents {
-        let endpoint = agent_controller::build::build(a, &Default::default(), &settings.agent)
-            .ok()
-            .and_then(|d| d.endpoint);
-        a.status = Some(ready_at(endpoint).into());
+        a.status = Some(ready_at(agent_controller::naming::endpoint(a)).into());
     }
     for a in &agents {
-        let ns = a.namespace();
-        let model_api = model_apis
+        let (ns, name) = (a.namespace(), a.name_any());
+        let listers: Vec<String> = agents
             .iter()
-            .find(|m| named(*m, &ns, &a.spec.model_api));
-        let store = a
+            .filter(|l| l.namespace() == ns && l.spec.peers().contains(&name))
+            .map(|l| l.name_any())
+            .filter(|l| *l != name)
+            .collect();
+        let bound = a
             .spec
             .config
             .as_ref()
             .and_then(|c| c.memory.as_ref())
-            .and_then(|m| m.bound_store())
-            .and_then(|name| stores.iter().find(|s| named(*s, &ns, name)));
-        let resolved = agent_controller::resolve::resolve(
-            a,
-            model_api,
-            |n| servers.iter().find(|s| named(*s, &ns, n)),
-            |n| {
+            .and_then(|m| m.bound_store());
+        let inputs = agent_controller::desired::Inputs {
+            model_api: model_apis
+                .iter()
+                .find(|m| named(*m, &ns, &a.spec.model_api)),
+            mcp_server: &|n| servers.iter().find(|s| named(*s, &ns, n)),
+            peer_endpoint: &|n| {
                 let peer = agents.iter().find(|p| named(*p, &ns, n))?;
                 agent_controller::naming::advertised_endpoint(peer)
             },
-        )
-        .and_then(|mut resolved| {
+            memory_store: bound.and_then(|n| stores.iter().find(|s| named(*s, &ns, n))),
             // As for a first Deployment: a missing or unready store holds back a waiting agent.
-            resolved.memory = agent_controller::resolve::bind_memory(a, store, true)?;
-            Ok(resolved)
-        });
-        match resolved.map(|r| agent_controller::build::build(a, &r, &settings.agent)) {
-            Ok(Ok(desired)) => {
-                let name = a.name_any();
-                let listers: Vec<String> = agents
-                    .iter()
-                    .filter(|l| l.namespace() == ns && l.spec.peers().contains(&name))
-                    .map(|l| l.name_any())
-                    .filter(|l| *l != name)
-                    .collect();
-                let cached = agent_controller::network::Cached {
-                    model_api,
-                    mcp_server: &|n| servers.iter().find(|s| named(*s, &ns, n)),
-                    memory_store: store,
-                };
-                let policy = agent_controller::network::policy(
-                    a,
-                    &listers,
-                    &cached,
-                    &settings.agent.data_plane.network_policy,
-                );
-                push_children(&mut rendered.objects, desired.children.fenced(policy))
-            }
-            Ok(Err(e)) => rendered.problem("Agent", &a.name_any(), &e.message),
-            Err(blocked) => rendered.problem("Agent", &a.name_any(), &blocked.message),
-        }
+            deployed: false,
+            listers: &listers,
+        };
+        let result = agent_controller::desired::desired(a, &inputs, &settings.agent);
+        rendered.children("Agent", &name, result);
     }
     rendered
         .problems

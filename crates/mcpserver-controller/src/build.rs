@@ -7,7 +7,7 @@ use kaos_workload::container::{
     apply_container_override, env, image, log_level, merge_telemetry, python_otel_env,
     with_user_env,
 };
-use kaos_workload::converge::WorkloadChildren;
+use kaos_workload::desired::WorkloadChildren;
 use kaos_workload::network_policy;
 use kaos_workload::podspec::workload_pod;
 use kaos_workload::scaling::ScaledChildren;
@@ -16,7 +16,7 @@ use kube::ResourceExt;
 
 use crate::registry::{Registry, RegistryError, RuntimeSpec};
 use crate::settings::Settings;
-pub use kaos_workload::build_error::BuildError;
+pub use kaos_workload::desired::{Desired, Problem};
 
 pub const PORT: i32 = 8000;
 pub const CONTAINER: &str = "mcp-server";
@@ -24,12 +24,6 @@ pub const CONTAINER: &str = "mcp-server";
 pub const DEFAULT_PARAMS_VAR: &str = "MCP_PARAMS";
 /// Selects every child of every MCPServer (the controller's watch caches).
 pub const CHILD_SELECTOR: &str = "app=mcpserver";
-
-#[derive(Clone, Debug)]
-pub struct Desired {
-    pub children: WorkloadChildren,
-    pub endpoint: String,
-}
 
 pub fn deployment_name(name: &str) -> String {
     format!("mcpserver-{name}")
@@ -61,16 +55,16 @@ fn tcp_probe(initial_delay: i32, period: i32, failure: i32) -> Probe {
 fn runtime<'a>(
     s: &MCPServer,
     registry: &'a Result<Registry, RegistryError>,
-) -> Result<Option<&'a RuntimeSpec>, BuildError> {
+) -> Result<Option<&'a RuntimeSpec>, Problem> {
     if s.spec.runtime == CUSTOM_RUNTIME {
         return Ok(None);
     }
     let registry = registry
         .as_ref()
-        .map_err(|e| BuildError::new("RegistryUnavailable", e.to_string()))?;
+        .map_err(|e| Problem::failed("RegistryUnavailable", e.to_string()))?;
     registry.runtimes.get(&s.spec.runtime).map(Some).ok_or_else(|| {
         let known: Vec<&str> = registry.runtimes.keys().map(String::as_str).collect();
-        BuildError::new(
+        Problem::failed(
             "UnknownRuntime",
             format!(
                 "runtime \"{}\" is not in the MCP runtime registry (ConfigMap kaos-mcp-runtimes, key runtimes.yaml); known runtimes: {}, or use \"custom\" with spec.container.image",
@@ -81,18 +75,20 @@ fn runtime<'a>(
     })
 }
 
-pub fn build(
+/// What `s` should have in the cluster, with its runtime from `registry` (the one input an
+/// MCPServer reads), or why it can have nothing.
+pub fn desired(
     s: &MCPServer,
     registry: &Result<Registry, RegistryError>,
     settings: &Settings,
-) -> Result<Desired, BuildError> {
+) -> Result<Desired, Problem> {
     let name = s.name_any();
     let namespace = s.namespace().unwrap_or_else(|| "default".into());
     let runtime = runtime(s, registry)?;
     let user = s.spec.workload.container.as_ref();
     let image = image(user, runtime.and_then(|r| r.image.as_deref())).ok_or_else(|| match runtime {
-        None => BuildError::new("NoImage", "runtime custom requires spec.container.image".into()),
-        Some(_) => BuildError::new(
+        None => Problem::failed("NoImage", "runtime custom requires spec.container.image".into()),
+        Some(_) => Problem::failed(
             "NoImage",
             format!("runtime \"{}\" has no image in the registry: set spec.container.image or fix the registry", s.spec.runtime),
         ),
@@ -163,7 +159,7 @@ pub fn build(
             .filter(|v| !present.contains(v))
             .collect();
         if !missing.is_empty() {
-            return Err(BuildError::new(
+            return Err(Problem::failed(
                 "MissingRequiredEnv",
                 format!(
                     "runtime \"{}\" requires the environment variables {}: set them in spec.container.env (from a Secret)",
@@ -194,8 +190,8 @@ pub fn build(
             .collect();
         network_policy::mcp_server_policy(&workload, &ports, &s.spec.runtime, policies)
     });
-    Ok(Desired {
-        children: WorkloadChildren::plain(
+    Ok(Desired::of(
+        WorkloadChildren::plain(
             workload.deployment(pod, scaled.replicas.in_spec()),
             Some(workload.service()),
             workload.http_route(
@@ -208,6 +204,6 @@ pub fn build(
         )
         .scaled(scaled)
         .fenced(network_policy),
-        endpoint: workload.endpoint(),
-    })
+        Some(workload.endpoint()),
+    ))
 }

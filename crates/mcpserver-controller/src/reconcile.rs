@@ -1,4 +1,5 @@
-//! One reconcile: read the registry, build, converge, status.
+//! One reconcile: read the registry, the desired state (unless another MCPServer holds its
+//! `security.id`), converged, then the status.
 
 use std::sync::Arc;
 
@@ -6,13 +7,13 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kaos_api::mcpserver::MCPServer;
 use kaos_runtime::error::ReconcileError;
 use kaos_workload::identity::{SharedSecurityIds, build_unless_claimed};
-use kaos_workload::reconciler::{Core, Reconciles, status_digest};
+use kaos_workload::reconciler::{Core, Reconciles};
 use kaos_workload::stores::cached;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
 
-use crate::build::{self, Desired, build};
+use crate::build::{deployment_name, desired};
 use crate::registry;
 use crate::settings::Settings;
 use crate::status::status;
@@ -34,20 +35,16 @@ impl Reconciles<MCPServer> for Context {
     }
 
     async fn apply(&self, s: Arc<MCPServer>) -> Result<Action, ReconcileError> {
-        let name = s.name_any();
         let system_namespace = &self.settings.system_namespace;
         let registry_map = cached(&self.registry, system_namespace, registry::CONFIG_MAP);
         let registry = registry::from_config_map(registry_map.as_deref(), system_namespace);
-        let built = build_unless_claimed(&self.ids, s.as_ref(), || {
-            build(&s, &registry, &self.settings)
+        let result = build_unless_claimed(&self.ids, s.as_ref(), || {
+            desired(&s, &registry, &self.settings)
         });
-        let current = s.status.as_ref().map(status_digest);
-        let deployment = build::deployment_name(&name);
-        let children = |desired: &Desired| desired.children.clone().into_set();
-        let status_of =
-            |conflict, deployment: Option<&_>, now| status(&s, &built, conflict, deployment, now);
+        let status =
+            |conflict, deployment: Option<&_>, now| status(&s, &result, conflict, deployment, now);
         self.core
-            .converge_built(&*s, current, &built, &deployment, children, status_of)
+            .converge_built(&*s, &result, &deployment_name(&s.name_any()), status)
             .await
     }
 }

@@ -4,7 +4,7 @@ use clap::Parser;
 use kaos_api::mcpserver::MCPServer;
 use kaos_harness::built::{assert_name_labels_and_owner, assert_serves_http_on};
 use kaos_harness::deployments::{env_with_sources, expected_env};
-use mcpserver_controller::build::{BuildError, Desired, build};
+use mcpserver_controller::build::{Desired, Problem, desired};
 use mcpserver_controller::registry::{self, Registry, RegistryError};
 use mcpserver_controller::settings::{Args, Settings};
 use serde_json::{Value, json};
@@ -28,12 +28,12 @@ fn server(spec: Value) -> MCPServer {
 }
 
 fn built(spec: Value, extra: &[&str]) -> Desired {
-    build(&server(spec), &default_registry(), &settings(extra)).expect("builds")
+    desired(&server(spec), &default_registry(), &settings(extra)).expect("builds")
 }
 
 /// Why the builder refuses this spec (default registry and flags).
-fn refused(spec: Value) -> BuildError {
-    build(&server(spec), &default_registry(), &settings(&[])).expect_err("refused")
+fn refused(spec: Value) -> Problem {
+    desired(&server(spec), &default_registry(), &settings(&[])).expect_err("refused")
 }
 
 fn json_of<T: serde::Serialize>(value: &T) -> Value {
@@ -41,14 +41,14 @@ fn json_of<T: serde::Serialize>(value: &T) -> Value {
 }
 
 fn pod(d: &Desired) -> Value {
-    json_of(&d.children.deployment)["spec"]["template"]["spec"].clone()
+    json_of(&d.workload.deployment)["spec"]["template"]["spec"].clone()
 }
 
 #[test]
 fn a_name_admitted_before_the_name_rule_fails() {
     let mut dotted = server(json!({"runtime": "python-string", "params": "x = 1"}));
     dotted.metadata.name = Some("team.tools".into());
-    let err = build(&dotted, &default_registry(), &settings(&[])).expect_err("no Service name");
+    let err = desired(&dotted, &default_registry(), &settings(&[])).expect_err("no Service name");
     assert_eq!(err.reason, "InvalidName");
 }
 
@@ -59,7 +59,7 @@ fn python_string_names_labels_port_probes_and_params() {
         &[],
     );
     assert_name_labels_and_owner(
-        &d.children.deployment,
+        &d.workload.deployment,
         "mcpserver-tools",
         &[("app", "mcpserver"), ("mcpserver", "tools")],
         "MCPServer",
@@ -69,8 +69,8 @@ fn python_string_names_labels_port_probes_and_params() {
     assert_eq!(c["image"], "axsauze/kaos-agent:latest");
     assert_eq!(c["command"], json!(["python", "-m", "mcptools.server"]));
     assert!(c.get("args").is_none());
-    let service = d.children.service.as_ref().expect("service");
-    assert_serves_http_on(&d.children.deployment, service, 8000);
+    let service = d.workload.service.as_ref().expect("service");
+    assert_serves_http_on(&d.workload.deployment, service, 8000);
     assert_eq!(
         c["livenessProbe"],
         json!({"tcpSocket": {"port": 8000}, "initialDelaySeconds": 20, "periodSeconds": 10, "timeoutSeconds": 3, "failureThreshold": 3})
@@ -80,15 +80,15 @@ fn python_string_names_labels_port_probes_and_params() {
         json!({"tcpSocket": {"port": 8000}, "initialDelaySeconds": 15, "periodSeconds": 5, "timeoutSeconds": 3, "failureThreshold": 2})
     );
     assert_eq!(
-        env_with_sources(&d.children.deployment),
+        env_with_sources(&d.workload.deployment),
         expected_env(&[
             ("MCP_TOOLS_STRING", "def echo(x): return x"),
             ("LOG_LEVEL", "INFO"),
         ])
     );
     assert_eq!(
-        d.endpoint,
-        "http://mcpserver-tools.team.svc.cluster.local:8000"
+        d.endpoint.as_deref(),
+        Some("http://mcpserver-tools.team.svc.cluster.local:8000")
     );
 }
 
@@ -128,7 +128,7 @@ fn the_kubernetes_runtime_gets_its_yaml_params_in_mcp_params() {
     let p = pod(&d);
     assert_eq!(p["serviceAccountName"], "k8s-monitor-sa");
     assert_eq!(
-        env_with_sources(&d.children.deployment),
+        env_with_sources(&d.workload.deployment),
         expected_env(&[("MCP_PARAMS", params), ("LOG_LEVEL", "INFO")])
     );
 }
@@ -151,7 +151,7 @@ fn kubernetes_and_slack_runtimes_use_args_not_command() {
     assert_eq!(c["args"], json!(["--transport", "http", "--port", "8000"]));
     assert!(c.get("command").is_none());
     assert_eq!(
-        env_with_sources(&slack.children.deployment),
+        env_with_sources(&slack.workload.deployment),
         expected_env(&[
             ("SLACK_BOT_TOKEN", "<secret slack/token>"),
             ("SLACK_TEAM_ID", "T1"),
@@ -174,7 +174,7 @@ fn missing_required_env_is_failed_naming_the_variables() {
     // A podSpec env counts too.
     let via_pod_spec = json!({"runtime": "slack", "podSpec": {"containers": [{"name": "mcp-server", "env": [
         {"name": "SLACK_BOT_TOKEN", "value": "x"}, {"name": "SLACK_TEAM_ID", "value": "T"}]}]}});
-    build(&server(via_pod_spec), &default_registry(), &settings(&[]))
+    desired(&server(via_pod_spec), &default_registry(), &settings(&[]))
         .expect("satisfied through podSpec");
 }
 
@@ -192,7 +192,7 @@ fn custom_takes_everything_from_the_container() {
     assert_eq!(c["args"], json!(["--port", "8000"]));
     assert_eq!(c["resources"], json!({"requests": {"cpu": "100m"}}));
     assert_eq!(
-        env_with_sources(&d.children.deployment),
+        env_with_sources(&d.workload.deployment),
         expected_env(&[("MCP_PARAMS", "region: eu"), ("LOG_LEVEL", "INFO")]),
         "a custom image gets the params in MCP_PARAMS"
     );
@@ -216,7 +216,7 @@ fn overrides_telemetry_user_env_and_pod_spec() {
         "the runtime's command stays"
     );
     assert_eq!(c["args"], json!(["--x"]));
-    let env = env_with_sources(&d.children.deployment);
+    let env = env_with_sources(&d.workload.deployment);
     let names: Vec<&str> = env.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(
         names,
@@ -248,7 +248,7 @@ fn registry_problems_and_unknown_runtimes_say_what_to_fix() {
     let missing = Err(RegistryError::Missing {
         namespace: "kaos-system".into(),
     });
-    let err = build(
+    let err = desired(
         &server(json!({"runtime": "python-string"})),
         &missing,
         &settings(&[]),
@@ -260,7 +260,7 @@ fn registry_problems_and_unknown_runtimes_say_what_to_fix() {
         "{}",
         err.message
     );
-    build(
+    desired(
         &server(json!({"runtime": "custom", "container": {"image": "i"}})),
         &missing,
         &settings(&[]),
@@ -281,7 +281,7 @@ fn http_route_uses_the_mcp_prefix_and_timeouts() {
     let gateway = ["--gateway-api-enabled=true", "--gateway-name=gw"];
     let route = json_of(
         &built(json!({"runtime": "kubernetes"}), &gateway)
-            .children
+            .workload
             .http_route
             .expect("route"),
     );
@@ -303,7 +303,7 @@ fn http_route_uses_the_mcp_prefix_and_timeouts() {
             json!({"runtime": "kubernetes", "gatewayRoute": {"timeout": "0s"}}),
             &gateway,
         )
-        .children
+        .workload
         .http_route
         .expect("route"),
     );

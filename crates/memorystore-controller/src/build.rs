@@ -17,19 +17,21 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kaos_api::memorystore::{
     DEFAULT_VOLUME_SIZE, MemoryStore, MemoryStoreSpec, PORT, StorageType, service_name,
 };
+use kaos_api::modelapi::ModelAPI;
 use kaos_workload::container::{
     apply_container_override, env, http_probe, image, merge_telemetry, push_if_set,
     python_otel_env, with_user_env,
 };
-use kaos_workload::converge::{Child, ChildSet, WorkloadChildren};
+use kaos_workload::desired::{Child, WorkloadChildren};
 use kaos_workload::network_policy::{self, Target};
 use kaos_workload::podspec::workload_pod;
 use kaos_workload::workload::{Workload, owner_of};
 use kube::ResourceExt;
+use std::ops::Deref;
 
-use crate::models::ModelService;
+use crate::models::{self, ModelService};
 use crate::settings::Settings;
-pub use kaos_workload::build_error::BuildError;
+pub use kaos_workload::desired::{Desired, Problem};
 
 pub const CONTAINER: &str = "memory";
 /// Where `local` storage keeps Chroma and SQLite (`KAOS_MEMORY_LOCAL_PATH`).
@@ -37,36 +39,6 @@ pub const DATA_PATH: &str = "/data/memory";
 pub const DATA_VOLUME: &str = "data";
 /// Selects every child of every MemoryStore (the controller's watch caches).
 pub const CHILD_SELECTOR: &str = "app=memorystore";
-
-#[derive(Clone, Debug)]
-pub struct Desired {
-    pub workload: WorkloadChildren,
-    /// `local` storage's claim, created once and never updated.
-    pub claim: Option<PersistentVolumeClaim>,
-    /// With two pods or more; absent otherwise, so a drain of a single pod is never blocked.
-    pub disruption_budget: Option<PodDisruptionBudget>,
-    pub endpoint: String,
-}
-
-impl Desired {
-    /// The set to converge to: the claim first (the pods mount it), then the workload, then the
-    /// disruption budget (or its absence).
-    pub fn into_set(self) -> ChildSet {
-        let mut set = ChildSet::default();
-        if let Some(claim) = self.claim {
-            set.apply
-                .push(Child::PersistentVolumeClaim(Box::new(claim)));
-        }
-        let workload = WorkloadChildren {
-            disruption_budget: self.disruption_budget,
-            ..self.workload
-        }
-        .into_set();
-        set.apply.extend(workload.apply);
-        set.absent.extend(workload.absent);
-        set
-    }
-}
 
 /// `memorystore-<name>`: the Deployment, Service, disruption budget and HTTPRoute.
 pub fn deployment_name(name: &str) -> String {
@@ -229,7 +201,7 @@ pub fn environment(store: &MemoryStore, models: &ModelService, settings: &Settin
     with_user_env(generated, spec.workload.user_env(), at)
 }
 
-fn claim(store: &MemoryStore, workload: &Workload) -> Result<PersistentVolumeClaim, BuildError> {
+fn claim(store: &MemoryStore, workload: &Workload) -> Result<PersistentVolumeClaim, Problem> {
     let size = store
         .spec
         .storage
@@ -280,17 +252,29 @@ fn disruption_budget(workload: &Workload) -> PodDisruptionBudget {
     }
 }
 
-pub fn build(
+/// What `store` should have in the cluster, its model service (its ModelAPIs, found by
+/// `model_api`) ready; or why it waits, or can have nothing.
+pub fn desired<M: Deref<Target = ModelAPI>>(
+    store: &MemoryStore,
+    model_api: impl Fn(&str) -> Option<M>,
+    settings: &Settings,
+) -> Result<Desired, Problem> {
+    let models = models::resolve(store, model_api)?;
+    built(store, &models, settings)
+}
+
+/// [`desired`] once the model service is known.
+pub fn built(
     store: &MemoryStore,
     models: &ModelService,
     settings: &Settings,
-) -> Result<Desired, BuildError> {
+) -> Result<Desired, Problem> {
     let name = store.name_any();
     let namespace = store.namespace().unwrap_or_else(|| "default".into());
     let spec = &store.spec;
     let user = spec.workload.container.as_ref();
     let image = image(user, settings.default_memory_service_image.as_deref()).ok_or_else(|| {
-        BuildError::new(
+        Problem::failed(
             "NoImage",
             "no memory service image: set spec.container.image, or DEFAULT_MEMORY_SERVICE_IMAGE \
              on the memorystore-controller (the chart's defaultImages.memoryService)"
@@ -370,21 +354,34 @@ pub fn build(
         network_policy::memory_store_policy(&workload, &model_apis, !local, policies)
     });
     let timeout = spec.workload.route_timeout();
-    Ok(Desired {
-        claim: local.then(|| claim(store, &workload)).transpose()?,
-        disruption_budget: (replicas >= 2).then(|| disruption_budget(&workload)),
-        endpoint: workload.endpoint(),
-        workload: WorkloadChildren::plain(
-            deployment,
-            Some(workload.service()),
-            workload.http_route(
-                "memorystore",
-                &name,
-                timeout,
-                &settings.gateway_default_timeout,
-                &settings.gateway,
-            ),
-        )
+    let mut desired = Desired::of(
+        WorkloadChildren {
+            // With two pods or more; absent otherwise, so a drain of a single pod is never
+            // blocked.
+            disruption_budget: (replicas >= 2).then(|| disruption_budget(&workload)),
+            ..WorkloadChildren::plain(
+                deployment,
+                Some(workload.service()),
+                workload.http_route(
+                    "memorystore",
+                    &name,
+                    timeout,
+                    &settings.gateway_default_timeout,
+                    &settings.gateway,
+                ),
+            )
+        }
         .fenced(network_policy),
-    })
+        Some(workload.endpoint()),
+    );
+    // `local` storage's claim first (the pods mount it): created once and never updated, and
+    // never deleted by us (the data is the user's).
+    if local {
+        let claim = claim(store, &workload)?;
+        desired
+            .first
+            .apply
+            .push(Child::PersistentVolumeClaim(Box::new(claim)));
+    }
+    Ok(desired)
 }

@@ -3,6 +3,7 @@
 
 use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
+use kaos_workload::desired::Problem;
 use kaos_workload::index::Relation;
 
 /// The relation of a store to each ModelAPI it names.
@@ -33,13 +34,6 @@ pub struct ModelService {
     pub base_url: String,
 }
 
-/// Why a store waits: the `Ready` reason and KAOS's message.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Waiting {
-    pub reason: &'static str,
-    pub message: String,
-}
-
 /// The `Ready` reason while a named ModelAPI does not exist.
 pub const MODEL_API_NOT_FOUND: &str = "ModelAPINotFound";
 /// The `Ready` reason while a named ModelAPI is not ready.
@@ -47,7 +41,7 @@ pub const MODEL_API_NOT_READY: &str = "ModelAPINotReady";
 
 /// Resolves the store's ModelAPIs through `lookup` (by name, in the store's namespace):
 /// summarization first, then embedding, each found and ready.
-pub fn resolve<F, M>(store: &MemoryStore, lookup: F) -> Result<ModelService, Waiting>
+pub fn resolve<F, M>(store: &MemoryStore, lookup: F) -> Result<ModelService, Problem>
 where
     F: Fn(&str) -> Option<M>,
     M: std::ops::Deref<Target = ModelAPI>,
@@ -59,17 +53,17 @@ where
         ("embedding", &models.embedding.model_api),
     ] {
         let Some(model_api) = lookup(name) else {
-            return Err(Waiting {
-                reason: MODEL_API_NOT_FOUND,
-                message: format!("{role} ModelAPI \"{name}\" not found"),
-            });
+            return Err(Problem::waiting(
+                MODEL_API_NOT_FOUND,
+                format!("{role} ModelAPI \"{name}\" not found"),
+            ));
         };
         let (ready, published) = model_api_view(&model_api);
         if !ready {
-            return Err(Waiting {
-                reason: MODEL_API_NOT_READY,
-                message: format!("{role} ModelAPI \"{name}\" is not ready"),
-            });
+            return Err(Problem::waiting(
+                MODEL_API_NOT_READY,
+                format!("{role} ModelAPI \"{name}\" is not ready"),
+            ));
         }
         endpoint.get_or_insert(published.unwrap_or_default());
     }

@@ -1,22 +1,21 @@
-//! One reconcile: resolve the ModelAPIs (wait while they are missing or not ready), build,
-//! converge, status.
+//! One reconcile: the desired state (waiting while a ModelAPI it names is missing or not
+//! ready, unless another MemoryStore holds its `security.id`), converged, then the status.
 
 use std::sync::Arc;
 
 use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::error::ReconcileError;
-use kaos_workload::identity::{SharedSecurityIds, conflict_of};
-use kaos_workload::reconciler::{Core, Reconciles, status_digest};
+use kaos_workload::identity::{SharedSecurityIds, build_unless_claimed};
+use kaos_workload::reconciler::{Core, Reconciles};
 use kaos_workload::stores::cached;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
 
-use crate::build::{self, BuildError, Desired, build};
-use crate::models;
+use crate::build::{deployment_name, desired};
 use crate::settings::Settings;
-use crate::status::{Progress, status};
+use crate::status::status;
 
 pub struct Context {
     pub core: Core,
@@ -33,45 +32,17 @@ impl Reconciles<MemoryStore> for Context {
     }
 
     async fn apply(&self, s: Arc<MemoryStore>) -> Result<Action, ReconcileError> {
-        let name = s.name_any();
         let namespace = s.namespace().unwrap_or_default();
-        let current = s.status.as_ref().map(status_digest);
-        // A claimed `security.id` comes first, as in KAOS: the store does nothing else.
-        let conflict = conflict_of(&self.ids, s.as_ref())
-            .map(|(reason, message)| BuildError { reason, message });
-        let models = models::resolve(&s, |model_api| {
-            cached(&self.model_apis, &namespace, model_api)
+        // While a ModelAPI it names is missing or not ready nothing is written but the status:
+        // the ModelAPI's change wakes the store.
+        let result = build_unless_claimed(&self.ids, s.as_ref(), || {
+            let model_api = |name: &str| cached(&self.model_apis, &namespace, name);
+            desired(&s, model_api, &self.settings)
         });
-        let built = match (conflict, models) {
-            (Some(conflict), _) => Err(conflict),
-            (None, Ok(service)) => build(&s, &service, &self.settings),
-            (None, Err(waiting)) => {
-                // Nothing is written while waiting: a ModelAPI's change wakes the store.
-                let deployment = self
-                    .core
-                    .children
-                    .deployment(&namespace, &build::deployment_name(&name));
-                let now = kaos_workload::conditions::now();
-                let desired = status(
-                    &s,
-                    Progress::Waiting(&waiting),
-                    None,
-                    deployment.as_deref(),
-                    now,
-                );
-                return self
-                    .core
-                    .finish(s.as_ref(), current, &desired, None, &Default::default())
-                    .await;
-            }
-        };
-        let children = |desired: &Desired| desired.clone().into_set();
-        let status_of = |conflict, deployment: Option<&_>, now| {
-            status(&s, Progress::Built(&built), conflict, deployment, now)
-        };
-        let deployment = build::deployment_name(&name);
+        let status =
+            |conflict, deployment: Option<&_>, now| status(&s, &result, conflict, deployment, now);
         self.core
-            .converge_built(&*s, current, &built, &deployment, children, status_of)
+            .converge_built(&*s, &result, &deployment_name(&s.name_any()), status)
             .await
     }
 }

@@ -6,9 +6,9 @@ use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
 use kaos_harness::built::{assert_name_labels_and_owner, assert_serves_http_on};
 use kaos_harness::deployments::{env_with_sources, expected_env};
-use kaos_workload::converge::{Child, ChildKind};
+use kaos_workload::desired::{Child, ChildKind, Problem};
 use kaos_workload::pod_security::restricted_violations;
-use memorystore_controller::build::{Desired, build};
+use memorystore_controller::build::{Desired, built as build};
 use memorystore_controller::models::{self, ModelService};
 use memorystore_controller::settings::{Args, Settings};
 use serde_json::{Value, json};
@@ -47,6 +47,14 @@ fn built(spec: Value, extra: &[&str]) -> Desired {
 
 fn json_of<T: serde::Serialize>(value: &T) -> Value {
     serde_json::to_value(value).expect("serializes")
+}
+
+/// The claim `local` storage gets, first.
+fn claim(d: &Desired) -> Option<k8s_openapi::api::core::v1::PersistentVolumeClaim> {
+    d.first.apply.iter().find_map(|c| match c {
+        Child::PersistentVolumeClaim(c) => Some((**c).clone()),
+        _ => None,
+    })
 }
 
 fn container(d: &Desired) -> Value {
@@ -117,20 +125,20 @@ fn a_local_store_is_one_pod_on_its_claim_with_kaos_names_probes_and_env() {
         &json!({"name": "data", "persistentVolumeClaim": {"claimName": "memorystore-brain-data"}})
     ));
     assert_eq!(pod["automountServiceAccountToken"], false);
-    let claim = json_of(d.claim.as_ref().expect("a claim"));
-    assert_eq!(claim["metadata"]["name"], "memorystore-brain-data");
+    let pvc = json_of(claim(&d).as_ref().expect("a claim"));
+    assert_eq!(pvc["metadata"]["name"], "memorystore-brain-data");
     assert_eq!(
-        claim["spec"],
+        pvc["spec"],
         json!({"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "5Gi"}}}),
         "no storage class: the cluster's default"
     );
     assert!(
-        d.disruption_budget.is_none(),
+        d.workload.disruption_budget.is_none(),
         "one pod: a budget would block every drain"
     );
     assert_eq!(
-        d.endpoint,
-        "http://memorystore-brain.team.svc.cluster.local:8080"
+        d.endpoint.as_deref(),
+        Some("http://memorystore-brain.team.svc.cluster.local:8080")
     );
     let pod_spec = d
         .workload
@@ -215,8 +223,13 @@ fn a_rich_external_store_lists_every_variable_in_kaos_order_with_user_env_last()
         deployment["spec"].get("strategy").is_none(),
         "rolling updates: no shared files"
     );
-    assert!(d.claim.is_none());
-    let budget = json_of(d.disruption_budget.as_ref().expect("a budget at 2 pods"));
+    assert!(claim(&d).is_none());
+    let budget = json_of(
+        d.workload
+            .disruption_budget
+            .as_ref()
+            .expect("a budget at 2 pods"),
+    );
     assert_eq!(budget["metadata"]["name"], "memorystore-brain");
     assert_eq!(
         budget["spec"],
@@ -281,7 +294,7 @@ fn sizes_collections_and_the_gateway_route() {
         &["--gateway-api-enabled=true", "--gateway-name=edge"],
     );
     assert_eq!(
-        json_of(d.claim.as_ref().expect("claim"))["spec"]["resources"]["requests"]["storage"],
+        json_of(claim(&d).as_ref().expect("claim"))["spec"]["resources"]["requests"]["storage"],
         "20Gi"
     );
     assert!(
@@ -335,7 +348,7 @@ fn the_store_waits_for_each_model_api_with_kaos_messages() {
                 .map(Box::new)
         })
     };
-    let message = |r: Result<ModelService, models::Waiting>| r.expect_err("waits").message;
+    let message = |r: Result<ModelService, Problem>| r.expect_err("waits").message;
     assert_eq!(
         message(resolve(vec![])),
         "summarization ModelAPI \"llm\" not found"

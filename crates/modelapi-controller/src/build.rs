@@ -1,28 +1,27 @@
 //! ModelAPI spec (+ operator settings) → the children that serve it. Pure: no IO.
 
 use k8s_openapi::ByteString;
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
-    EnvVarSource, KeyToPath, PodSpec, Secret, SecretKeySelector, SecretVolumeSource, Service,
-    Volume, VolumeMount,
+    EnvVarSource, KeyToPath, PodSpec, Secret, SecretKeySelector, SecretVolumeSource, Volume,
+    VolumeMount,
 };
-use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kaos_api::modelapi::{ModelAPI, ModelAPIMode, ProxyConfig};
+use kaos_workload::conditions::ConditionUpdate;
 use kaos_workload::container::{
     apply_container_override, env, http_probe, image, log_level, merge_telemetry, with_user_env,
 };
+use kaos_workload::desired::{Child, ChildKind, ChildSet, WorkloadChildren};
 use kaos_workload::network_policy;
 use kaos_workload::podspec::{secret_hash, stable_hash, workload_pod};
 use kaos_workload::scaling::ScaledChildren;
 use kaos_workload::workload::{Workload, owner_of};
 use kube::ResourceExt;
-use kube::core::DynamicObject;
 
 use crate::litellm;
 use crate::settings::Settings;
-pub use kaos_workload::build_error::BuildError;
+pub use kaos_workload::desired::{Desired, Problem};
 
 pub const PROXY_PORT: i32 = 8000;
 pub const OLLAMA_PORT: i32 = 11434;
@@ -44,25 +43,9 @@ const CONFIG_DIR: &str = "/etc/litellm";
 const CONFIG_KEY: &str = "config.yaml";
 const OLLAMA_DATA: &str = "/root/.ollama";
 
-/// Everything a ModelAPI should have in the cluster.
-#[derive(Clone, Debug)]
-pub struct Desired {
-    pub deployment: Deployment,
-    pub service: Service,
-    /// The generated or inline LiteLLM config (Proxy without `fromSecretKeyRef`).
-    pub config_map: Option<ConfigMap>,
-    /// The owned Secret holding an inline `proxyConfig.apiKey.value`, which the pods read
-    /// through `secretKeyRef`: the key never appears in the Deployment.
-    pub api_key_secret: Option<Secret>,
-    pub http_route: Option<DynamicObject>,
-    /// The autoscaler, disruption budget and how the Deployment's replicas are set.
-    pub scaled: ScaledChildren,
-    /// None when network policies are off in its namespace.
-    pub network_policy: Option<NetworkPolicy>,
-    pub endpoint: String,
-    /// Set when `spec.telemetry` asks for something Hosted mode cannot do.
-    pub telemetry_ignored: bool,
-}
+/// `TelemetrySupported`: False when `spec.telemetry` asks for what Hosted mode (Ollama) cannot
+/// do; absent otherwise.
+pub const TELEMETRY_SUPPORTED: &str = "TelemetrySupported";
 
 pub fn deployment_name(name: &str) -> String {
     format!("modelapi-{name}")
@@ -143,7 +126,7 @@ fn proxy_pod(
     proxy: &ProxyConfig,
     settings: &Settings,
     telemetry: Option<&kaos_api::common::Telemetry>,
-) -> Result<(PodSpec, Option<String>), BuildError> {
+) -> Result<(PodSpec, Option<String>), Problem> {
     let name = m.name_any();
     let container_override = m.spec.workload.container.as_ref();
     let image = image(
@@ -151,7 +134,7 @@ fn proxy_pod(
         settings.default_litellm_image.as_deref(),
     )
     .ok_or_else(|| {
-        BuildError::new(
+        Problem::failed(
             "NoImage",
             "no LiteLLM image: set spec.container.image or the operator's DEFAULT_LITELLM_IMAGE"
                 .into(),
@@ -262,11 +245,11 @@ fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
 }
 
-fn hosted_pod(m: &ModelAPI, model: &str, settings: &Settings) -> Result<PodSpec, BuildError> {
+fn hosted_pod(m: &ModelAPI, model: &str, settings: &Settings) -> Result<PodSpec, Problem> {
     let container_override = m.spec.workload.container.as_ref();
     let image =
         image(container_override, settings.default_ollama_image.as_deref()).ok_or_else(|| {
-            BuildError::new(
+            Problem::failed(
                 "NoImage",
                 "no Ollama image: set spec.container.image or the operator's DEFAULT_OLLAMA_IMAGE"
                     .into(),
@@ -326,15 +309,16 @@ fn hosted_pod(m: &ModelAPI, model: &str, settings: &Settings) -> Result<PodSpec,
     })
 }
 
-/// The children of `m`, or why there can be none.
-pub fn build(m: &ModelAPI, settings: &Settings) -> Result<Desired, BuildError> {
+/// What `m` should have in the cluster (a ModelAPI reads no other resource), or why it can
+/// have nothing.
+pub fn desired(m: &ModelAPI, settings: &Settings) -> Result<Desired, Problem> {
     let name = m.name_any();
     let namespace = m.namespace().unwrap_or_else(|| "default".into());
     let telemetry = merge_telemetry(m.spec.telemetry.as_ref(), &settings.data_plane);
     let (generated, config_text, port, telemetry_ignored) = match m.spec.mode {
         ModelAPIMode::Proxy => {
             let proxy = m.spec.proxy_config.as_ref().ok_or_else(|| {
-                BuildError::new(
+                Problem::failed(
                     "MissingProxyConfig",
                     "mode Proxy requires spec.proxyConfig".into(),
                 )
@@ -344,7 +328,7 @@ pub fn build(m: &ModelAPI, settings: &Settings) -> Result<Desired, BuildError> {
         }
         ModelAPIMode::Hosted => {
             let hosted = m.spec.hosted_config.as_ref().ok_or_else(|| {
-                BuildError::new(
+                Problem::failed(
                     "MissingHostedConfig",
                     "mode Hosted requires spec.hostedConfig".into(),
                 )
@@ -426,23 +410,45 @@ pub fn build(m: &ModelAPI, settings: &Settings) -> Result<Desired, BuildError> {
             ..Default::default()
         }
     });
+    // The config and the key first, so new pods find what they mount and read.
+    let mut first = ChildSet::default();
+    match config_map {
+        Some(config_map) => first.apply.push(Child::ConfigMap(Box::new(config_map))),
+        None => first
+            .absent
+            .push((ChildKind::ConfigMap, config_map_name(&name))),
+    }
+    match api_key_secret {
+        Some(secret) => first.apply.push(Child::Secret(Box::new(secret))),
+        None => first
+            .absent
+            .push((ChildKind::Secret, api_key_secret_name(&name))),
+    }
+    let http_route = workload.http_route(
+        "modelapi",
+        &name,
+        timeout,
+        &settings.gateway_default_timeout,
+        &settings.gateway,
+    );
+    let network_policy = policies
+        .applies_to(&namespace)
+        .then(|| network_policy::model_api_policy(&workload, policies));
+    let conditions = telemetry_ignored
+        .then(|| ConditionUpdate {
+            type_: TELEMETRY_SUPPORTED,
+            status: false,
+            reason: "NotSupportedInHostedMode",
+            message: "telemetry is not supported by Hosted (Ollama) ModelAPIs: spec.telemetry is kept but has no effect".into(),
+        })
+        .into_iter()
+        .collect();
     Ok(Desired {
-        deployment,
-        service: workload.service(),
-        config_map,
-        api_key_secret,
-        http_route: workload.http_route(
-            "modelapi",
-            &name,
-            timeout,
-            &settings.gateway_default_timeout,
-            &settings.gateway,
-        ),
-        scaled,
-        network_policy: policies
-            .applies_to(&namespace)
-            .then(|| network_policy::model_api_policy(&workload, policies)),
-        endpoint: workload.endpoint(),
-        telemetry_ignored,
+        first,
+        workload: WorkloadChildren::plain(deployment, Some(workload.service()), http_route)
+            .scaled(scaled)
+            .fenced(network_policy),
+        endpoint: Some(workload.endpoint()),
+        conditions,
     })
 }

@@ -4,7 +4,7 @@
 use kaos_api::modelapi::{ProxyConfig, model_pattern_matches};
 use serde_json::Value;
 
-use kaos_workload::build_error::BuildError;
+use kaos_workload::desired::Problem;
 
 /// YAML double-quoted scalar (JSON string syntax is valid YAML).
 fn quoted(text: &str) -> String {
@@ -43,7 +43,7 @@ pub fn generate(proxy: &ProxyConfig, telemetry: bool, prometheus: bool) -> Strin
 
 /// Checks a user's config: valid YAML whose every `model_list[].model_name` is allowed by
 /// `models` (exact, `provider/*` or `*`).
-pub fn validate(text: &str, models: &[String]) -> Result<(), BuildError> {
+pub fn validate(text: &str, models: &[String]) -> Result<(), Problem> {
     // Only the position: the parser's message quotes the text around the error, which may be a
     // key the user pasted into the config.
     let config: Value = serde_saphyr::from_str(text).map_err(|e| {
@@ -51,7 +51,7 @@ pub fn validate(text: &str, models: &[String]) -> Result<(), BuildError> {
             .location()
             .map(|l| format!(" at line {}, column {}", l.line(), l.column()))
             .unwrap_or_default();
-        BuildError::new(
+        Problem::failed(
             "InvalidConfigYaml",
             format!("spec.proxyConfig.configYaml.fromString is not valid YAML{at}"),
         )
@@ -63,7 +63,7 @@ pub fn validate(text: &str, models: &[String]) -> Result<(), BuildError> {
         .unwrap_or_default();
     for (index, entry) in entries.iter().enumerate() {
         let Some(name) = entry.get("model_name").and_then(Value::as_str) else {
-            return Err(BuildError::new(
+            return Err(Problem::failed(
                 "InvalidConfigYaml",
                 format!(
                     "spec.proxyConfig.configYaml.fromString: model_list[{index}] has no model_name"
@@ -71,7 +71,7 @@ pub fn validate(text: &str, models: &[String]) -> Result<(), BuildError> {
             ));
         };
         if !models.iter().any(|m| model_pattern_matches(m, name)) {
-            return Err(BuildError::new(
+            return Err(Problem::failed(
                 "ModelNotAllowed",
                 format!(
                     "spec.proxyConfig.configYaml.fromString: model_name {} is not allowed by proxyConfig.models [{}]; add it to proxyConfig.models or remove it from the config",

@@ -1,16 +1,16 @@
-//! One reconcile: build, converge (the LiteLLM config first, so new pods find it), status.
+//! One reconcile: the desired state (unless another ModelAPI holds its `security.id`),
+//! converged, then the status.
 
 use std::sync::Arc;
 
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::error::ReconcileError;
-use kaos_workload::converge::{Child, ChildKind, ChildSet, WorkloadChildren};
 use kaos_workload::identity::{SharedSecurityIds, build_unless_claimed};
-use kaos_workload::reconciler::{Core, Reconciles, status_digest};
+use kaos_workload::reconciler::{Core, Reconciles};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
-use crate::build::{self, Desired, build};
+use crate::build::{deployment_name, desired};
 use crate::settings::Settings;
 use crate::status::status;
 
@@ -29,49 +29,13 @@ impl Reconciles<ModelAPI> for Context {
     }
 
     async fn apply(&self, m: Arc<ModelAPI>) -> Result<Action, ReconcileError> {
-        let name = m.name_any();
-        let built = build_unless_claimed(&self.ids, m.as_ref(), || build(&m, &self.settings));
-        let current = m.status.as_ref().map(status_digest);
-        let deployment = build::deployment_name(&name);
-        let children = |desired: &Desired| child_set(&name, desired);
-        let status_of =
-            |conflict, deployment: Option<&_>, now| status(&m, &built, conflict, deployment, now);
+        let result = build_unless_claimed(&self.ids, m.as_ref(), || desired(&m, &self.settings));
+        let status =
+            |conflict, deployment: Option<&_>, now| status(&m, &result, conflict, deployment, now);
         self.core
-            .converge_built(&*m, current, &built, &deployment, children, status_of)
+            .converge_built(&*m, &result, &deployment_name(&m.name_any()), status)
             .await
     }
-}
-
-/// The ConfigMap and the API key Secret (or their absence), then the workload's children, so
-/// new pods find what they mount and read.
-fn child_set(name: &str, desired: &Desired) -> ChildSet {
-    let mut set = ChildSet::default();
-    match &desired.config_map {
-        Some(config_map) => set
-            .apply
-            .push(Child::ConfigMap(Box::new(config_map.clone()))),
-        None => set
-            .absent
-            .push((ChildKind::ConfigMap, build::config_map_name(name))),
-    }
-    match &desired.api_key_secret {
-        Some(secret) => set.apply.push(Child::Secret(Box::new(secret.clone()))),
-        None => set
-            .absent
-            .push((ChildKind::Secret, build::api_key_secret_name(name))),
-    }
-    let workload = WorkloadChildren::plain(
-        desired.deployment.clone(),
-        Some(desired.service.clone()),
-        desired.http_route.clone(),
-    )
-    .scaled(desired.scaled.clone())
-    .fenced(desired.network_policy.clone())
-    .into_set();
-    set.apply.extend(workload.apply);
-    set.absent.extend(workload.absent);
-    set.autoscaled_replicas = workload.autoscaled_replicas;
-    set
 }
 
 /// The phase of a ModelAPI, for `kaos_resources`.

@@ -1,11 +1,15 @@
 //! The pure ModelAPI builder against every line of the contract (`docs/contract.md` §2).
 
 use clap::Parser;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kaos_api::modelapi::ModelAPI;
 use kaos_harness::built::assert_serves_http_on;
 use kaos_harness::deployments::{env_with_sources, expected_env};
+use kaos_workload::desired::Child;
+use kube::core::DynamicObject;
 use modelapi_controller::build::{
-    BuildError, Desired, PERMIT_KEYLESS_ENV as PERMIT_KEYLESS, build,
+    Desired, PERMIT_KEYLESS_ENV as PERMIT_KEYLESS, Problem, TELEMETRY_SUPPORTED, desired,
 };
 use modelapi_controller::settings::{Args, Settings};
 use serde_json::{Value, json};
@@ -28,20 +32,57 @@ fn modelapi(spec: Value) -> ModelAPI {
     .expect("valid ModelAPI")
 }
 
-fn built(spec: Value, extra: &[&str]) -> Desired {
-    build(&modelapi(spec), &settings(extra)).expect("builds")
+/// The typed children of a ModelAPI's desired state, as the tests read them.
+struct Built {
+    deployment: Deployment,
+    service: Service,
+    config_map: Option<ConfigMap>,
+    api_key_secret: Option<Secret>,
+    http_route: Option<DynamicObject>,
+    endpoint: String,
+    telemetry_ignored: bool,
+}
+
+fn view(desired: Desired) -> Built {
+    let config_map = desired.first.apply.iter().find_map(|c| match c {
+        Child::ConfigMap(c) => Some((**c).clone()),
+        _ => None,
+    });
+    let api_key_secret = desired.first.apply.iter().find_map(|c| match c {
+        Child::Secret(s) => Some((**s).clone()),
+        _ => None,
+    });
+    Built {
+        deployment: desired.workload.deployment,
+        service: desired
+            .workload
+            .service
+            .expect("a ModelAPI always has its Service"),
+        config_map,
+        api_key_secret,
+        http_route: desired.workload.http_route,
+        endpoint: desired.endpoint.expect("a ModelAPI always has an endpoint"),
+        telemetry_ignored: desired
+            .conditions
+            .iter()
+            .any(|c| c.type_ == TELEMETRY_SUPPORTED && !c.status),
+    }
+}
+
+fn built(spec: Value, extra: &[&str]) -> Built {
+    view(desired(&modelapi(spec), &settings(extra)).expect("builds"))
 }
 
 fn json_of<T: serde::Serialize>(value: &T) -> Value {
     serde_json::to_value(value).expect("serializes")
 }
 
-fn container(desired: &Desired) -> Value {
+fn container(desired: &Built) -> Value {
     json_of(&desired.deployment)["spec"]["template"]["spec"]["containers"][0].clone()
 }
 
 /// The LiteLLM config the ConfigMap carries.
-fn config_yaml(d: &Desired) -> String {
+fn config_yaml(d: &Built) -> String {
     d.config_map
         .as_ref()
         .and_then(|c| c.data.as_ref())
@@ -138,7 +179,7 @@ fn proxy_config_map_is_mounted_and_its_hash_rolls_the_pods() {
     more["proxyConfig"]["models"] = json!(["gpt-4o", "gpt-4o-mini", "o3"]);
     let other = built(more, &[]);
     let hash =
-        |d: &Desired| json_of(&d.deployment)["spec"]["template"]["metadata"]["annotations"].clone();
+        |d: &Built| json_of(&d.deployment)["spec"]["template"]["metadata"]["annotations"].clone();
     assert_ne!(
         hash(&d)["kaos.tools/config-hash"],
         hash(&other)["kaos.tools/config-hash"]
@@ -219,7 +260,7 @@ fn config_yaml_from_string_is_checked_and_from_secret_is_mounted() {
 
     spec["proxyConfig"]["configYaml"] =
         json!({"fromString": "model_list:\n  - model_name: claude-3\n"});
-    let err = build(&modelapi(spec.clone()), &settings(&[])).expect_err("not allowed");
+    let err = desired(&modelapi(spec.clone()), &settings(&[])).expect_err("not allowed");
     assert_eq!(err.reason, "ModelNotAllowed");
     assert!(
         err.message.contains("\"claude-3\"") && err.message.contains("[gpt-4o, gpt-4o-mini]"),
@@ -245,7 +286,7 @@ fn config_yaml_from_string_is_checked_and_from_secret_is_mounted() {
 fn litellm_may_start_keyless_whatever_the_config_source() {
     // LiteLLM >= 1.104 refuses to start without a master key (tests/runtime/test_litellm.py shows
     // it); the permit is env, so it holds for the generated config and for a user's own.
-    let permit = |d: &Desired| {
+    let permit = |d: &Built| {
         env_with_sources(&d.deployment)
             .into_iter()
             .find(|(name, _)| name == PERMIT_KEYLESS)
@@ -270,7 +311,7 @@ fn litellm_may_start_keyless_whatever_the_config_source() {
 fn a_name_admitted_before_the_name_rule_fails() {
     let mut dotted = modelapi(proxy());
     dotted.metadata.name = Some("team.llm".into());
-    let err = build(&dotted, &settings(&[])).expect_err("no Service name");
+    let err = desired(&dotted, &settings(&[])).expect_err("no Service name");
     assert_eq!(err.reason, "InvalidName");
 }
 
@@ -435,10 +476,10 @@ fn missing_images_are_clear_errors() {
     let bare = Args::try_parse_from(["modelapi-controller"])
         .expect("flags")
         .settings;
-    let err = build(&modelapi(proxy()), &bare).expect_err("no image");
+    let err = desired(&modelapi(proxy()), &bare).expect_err("no image");
     assert_eq!(
         err,
-        BuildError::new(
+        Problem::failed(
             "NoImage",
             "no LiteLLM image: set spec.container.image or the operator's DEFAULT_LITELLM_IMAGE"
                 .into()
@@ -446,12 +487,12 @@ fn missing_images_are_clear_errors() {
     );
     let hosted = modelapi(json!({"mode": "Hosted", "hostedConfig": {"model": "m"}}));
     assert_eq!(
-        build(&hosted, &bare).expect_err("no image").reason,
+        desired(&hosted, &bare).expect_err("no image").reason,
         "NoImage"
     );
 }
 
-fn pod_spec(desired: &Desired) -> k8s_openapi::api::core::v1::PodSpec {
+fn pod_spec(desired: &Built) -> k8s_openapi::api::core::v1::PodSpec {
     let template = desired.deployment.spec.as_ref().map(|s| &s.template);
     template.and_then(|t| t.spec.clone()).expect("a pod spec")
 }
@@ -513,7 +554,7 @@ fn an_inline_api_key_lives_in_an_owned_secret_and_rolls_the_pods_by_its_hash() {
     let config = json_of(&d.config_map).to_string();
     assert!(!config.contains("MARKER"), "{config}");
 
-    let hash = |d: &Desired| {
+    let hash = |d: &Built| {
         json_of(&d.deployment)["spec"]["template"]["metadata"]["annotations"]
             ["kaos.tools/api-key-hash"]
             .clone()

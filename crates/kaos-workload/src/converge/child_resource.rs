@@ -15,10 +15,11 @@ use kube::core::DynamicObject;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::{ChildKind, Children};
+use super::Children;
 use crate::child_store::ChildStore;
 use crate::children::{stamp_desired_hash, stamp_with};
 use crate::deployment_view::DeploymentView;
+use crate::desired::ChildKind;
 use crate::gateway::http_route_resource;
 use crate::meta_view::MetaView;
 use crate::packed::Labelled;
@@ -193,7 +194,7 @@ impl ChildResource for NetworkPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::converge::Child;
+    use crate::desired::Child;
 
     /// A desired child's kind (in converge's messages) is its type's `KIND` (the key of its
     /// write memory), and no two types share one: a Secret and a ConfigMap of one name under

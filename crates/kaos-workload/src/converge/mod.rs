@@ -29,6 +29,7 @@ use serde_json::{Value, json};
 use crate::child_store::ChildStore;
 use crate::children::{controlled_by, is_current};
 use crate::deployment_view::DeploymentView;
+use crate::desired::{Child, ChildKind, ChildSet};
 use crate::drift::{covers, holds_whole};
 use crate::expectations::{Expectations, Key, Observed, Verdict};
 use crate::meta_view::MetaView;
@@ -37,11 +38,9 @@ use crate::references::{self, Missing, Reference, Source};
 use kaos_runtime::error::{ReconcileError, Step, StepExt};
 
 mod child_resource;
-mod child_set;
 mod outcome;
 
 pub use child_resource::ChildResource;
-pub use child_set::{Child, ChildKind, ChildSet, WorkloadChildren};
 pub use outcome::{CHILD_CONFLICT, Conflict, Converged};
 
 /// The slim caches of a controller's children and the memory of its own writes.
