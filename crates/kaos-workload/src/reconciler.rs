@@ -31,7 +31,9 @@ use crate::deployment_view::DeploymentView;
 use crate::desired::{ChildSet, Desired, Problem, Stuck};
 use crate::expectations::{Expectations, Observed, Verdict};
 use crate::podspec::stable_hash;
+use crate::rollout::{observe, summarize};
 use crate::stores::Watched;
+use kaos_api::common::Phase;
 
 /// How long a parent in conflict with an object it does not own waits before looking again
 /// (the foreign object is outside our caches, so its deletion sends no event).
@@ -399,8 +401,8 @@ impl Core {
     /// The end of every workload reconcile: the children `result` asks for converged (none
     /// while it is a problem: what runs is left as it is), then the status `status` makes of the
     /// outcome (a child conflict, if any), its Deployment `deployment` as the cache now shows it
-    /// and the time, written with [`Core::finish`]. A `Failed` problem or a conflict is also a
-    /// Warning event; a wait is not.
+    /// and the time, written with [`Core::finish`]. A `Failed` problem, a conflict or a failed
+    /// rollout is also a Warning event (once, with the status that shows it); a wait is not.
     pub async fn converge_built<K, S>(
         &self,
         object: &K,
@@ -422,7 +424,15 @@ impl Core {
         let problem = match result {
             Err(p) if p.stuck == Stuck::Failed => Some((p.reason.to_string(), p.message.clone())),
             Err(_) => None,
-            Ok(_) => converged.problem().map(|(r, m)| (r.to_string(), m)),
+            Ok(_) => converged
+                .problem()
+                .map(|(r, m)| (r.to_string(), m))
+                .or_else(|| {
+                    // A rollout that failed (ProgressDeadlineExceeded with nothing ready).
+                    let summary = summarize(None, &observe(deployment.as_deref()));
+                    (summary.phase == Phase::Failed)
+                        .then(|| (summary.reason.to_string(), summary.message))
+                }),
         };
         let current = object.status_digest();
         self.finish(object, current, &desired_status, problem, &converged)

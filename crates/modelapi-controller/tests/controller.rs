@@ -293,3 +293,25 @@ async fn an_inline_key_is_kept_in_an_owned_secret_rotated_and_removed_when_refer
     h.merge_patch::<ModelAPI>("k", to_reference).await;
     h.until_gone::<Secret>("modelapi-k-api-key").await;
 }
+
+#[tokio::test]
+async fn a_failed_rollout_is_failed_and_warned_of() {
+    let h = start();
+    h.create(&openai("llm", &["gpt-4o"])).await;
+    h.until_phase::<ModelAPI>("llm", Phase::Ready).await;
+    // The Deployment's rollout exceeds its progress deadline with nothing ready (the
+    // simulator's `failed` outcome, as the deployment controller would report it).
+    let failed = json!({"metadata": {"annotations": {(kaos_testkit::simulator::ROLLOUT_ANNOTATION): "failed"}}});
+    h.merge_patch::<Deployment>("modelapi-llm", failed).await;
+    let m = h
+        .until("llm", "Failed by its rollout", |m: &ModelAPI| {
+            m.phase() == Some(Phase::Failed) && m.reason("Ready") == "RolloutFailed"
+        })
+        .await;
+    assert!(
+        m.message().starts_with("Deployment ready replicas: 0/1: "),
+        "{}",
+        m.message()
+    );
+    h.until_warning("RolloutFailed").await;
+}
