@@ -32,11 +32,28 @@ pub fn binaries() -> &'static Path {
         if let Ok(dir) = std::env::var("KAOS_BIN_DIR") {
             return PathBuf::from(dir);
         }
-        let status = Command::new(env!("CARGO"))
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo
             .current_dir(crate::repo_root())
-            .args(["build", "--workspace", "--all-targets"])
-            .status()
-            .expect("cargo runs");
+            .args(["build", "--workspace", "--all-targets"]);
+        // The test runner sets the package variables of the test's crate; build scripts that
+        // watch them (ring's) would see a change and rebuild everything above them, here and
+        // in the next cargo run.
+        for (name, _) in std::env::vars_os() {
+            if name.to_str().is_some_and(|n| {
+                n.starts_with("CARGO_PKG_")
+                    || matches!(
+                        n,
+                        "CARGO_MANIFEST_DIR"
+                            | "CARGO_MANIFEST_PATH"
+                            | "CARGO_CRATE_NAME"
+                            | "CARGO_PRIMARY_PACKAGE"
+                    )
+            }) {
+                cargo.env_remove(name);
+            }
+        }
+        let status = cargo.status().expect("cargo runs");
         assert!(status.success(), "building the binaries failed");
         // This test executable lives in <target>/<profile>/deps.
         let exe = std::env::current_exe().expect("test executable");
