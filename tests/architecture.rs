@@ -263,3 +263,100 @@ fn kaosctl_render_assembles_no_kind_of_its_own() {
         "kaosctl render assembles children itself: {found:?}"
     );
 }
+
+/// The pure modules: what a reconcile computes from what it read, with no IO of its own, so it
+/// is tested by calling it and `kaosctl render` can run it without a cluster. Paths under
+/// `crates/`; a folder holds its files.
+const PURE: &[&str] = &[
+    "kaos-workload/src/build",
+    "kaos-workload/src/desired",
+    "kaos-workload/src/build/network_policy",
+    "kaos-workload/src/hash.rs",
+    "kaos-workload/src/conditions.rs",
+    "agent-controller/src/build.rs",
+    "agent-controller/src/conditions.rs",
+    "agent-controller/src/desired.rs",
+    "agent-controller/src/naming.rs",
+    "agent-controller/src/network.rs",
+    "agent-controller/src/resolve.rs",
+    "agent-controller/src/status.rs",
+    "modelapi-controller/src/build.rs",
+    "modelapi-controller/src/litellm.rs",
+    "modelapi-controller/src/status.rs",
+    "mcpserver-controller/src/build.rs",
+    "mcpserver-controller/src/status.rs",
+    "memorystore-controller/src/build.rs",
+    "memorystore-controller/src/models.rs",
+    "memorystore-controller/src/status.rs",
+    "workflow-controller/src/engine",
+    "workflow-controller/src/schedule",
+];
+
+/// What a pure module must not name: the IO half of kaos-workload (the reconcile skeleton, the
+/// writes, the triggers, the caches' stores; the caches' slim object types are data and allowed),
+/// a kube client, or an await.
+fn io_uses(code: &str) -> Vec<String> {
+    let rules = [
+        r"(?:crate|kaos_workload)::(?:converge|reconcile|trigger)\b",
+        r"(?:crate|kaos_workload)::cache::(?:child_store|relist|\{|[a-z_]+\s*[;(<])",
+        r"(?:crate|kaos_workload)::\{[^}]*\b(?:converge|reconcile|trigger|cache)\b",
+        r"\bkube::(?:Api|Client)\b|\bkube::\{[^}]*\b(?:Api|Client)\b",
+        r"\.await\b",
+    ];
+    rules
+        .iter()
+        .flat_map(|rule| {
+            let rule = Regex::new(rule).expect("valid regex");
+            rule.find_iter(code)
+                .map(|m| m.as_str().to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[test]
+fn pure_modules_do_no_io() {
+    let root = repo_root().join("crates");
+    let mut found = Vec::new();
+    for pure in PURE {
+        let path = root.join(pure);
+        assert!(path.exists(), "{pure} is listed pure but does not exist");
+        let mut files = Vec::new();
+        if path.is_dir() {
+            rust_files(&path, &mut files);
+        } else {
+            files.push(path);
+        }
+        for file in files {
+            let text = code(&std::fs::read_to_string(&file).expect("source is readable"));
+            found.extend(
+                io_uses(&text)
+                    .into_iter()
+                    .map(|u| format!("{}: {u}", file.display())),
+            );
+        }
+    }
+    assert!(found.is_empty(), "pure modules doing IO: {found:#?}");
+}
+
+#[test]
+fn the_io_rule_sees_io() {
+    for io in [
+        "use crate::converge::ChildSet;",
+        "use kaos_workload::reconcile::Core;",
+        "use kaos_workload::{hash, trigger::Index};",
+        "use crate::cache::child_store::ChildStore;",
+        "let s = crate::cache::cache(api);",
+        "use kube::{Api, ResourceExt};",
+        "x.get(name).await?",
+    ] {
+        assert!(!io_uses(io).is_empty(), "{io} is IO");
+    }
+    for pure in [
+        "use crate::cache::deployment_view::DeploymentView;",
+        "use kube::ResourceExt;",
+        "use crate::desired::Desired;",
+    ] {
+        assert!(io_uses(pure).is_empty(), "{pure} is no IO");
+    }
+}

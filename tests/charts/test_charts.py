@@ -870,7 +870,7 @@ def network_policy_env(values, **kwargs):
 
 def controllers_network_policy_defaults():
     """{variable: default} of the controllers' NetworkPolicy settings (read-only: settings.rs)."""
-    source = (REPO / "crates" / "kaos-workload" / "src" / "network_policy" / "settings.rs").read_text()
+    source = (REPO / "crates" / "kaos-workload" / "src" / "build" / "network_policy" / "settings.rs").read_text()
     variables = dict(re.findall(r'pub const (\w+_ENV): &str = "(NETWORK_POLICY_\w+)";', source))
     constants = {name: plain or raw for name, plain, raw in
                  re.findall(r'^const (DEFAULT_\w+): &str = (?:"([^"]*)"|r#"(.*)"#);', source, re.M)}

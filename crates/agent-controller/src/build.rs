@@ -2,14 +2,14 @@
 
 use k8s_openapi::api::core::v1::{Container, ContainerPort, EnvVar, PodSpec, Probe};
 use kaos_api::agent::{Agent, MemoryConfig};
-use kaos_workload::conditions::ConditionUpdate;
-use kaos_workload::container::{
+use kaos_workload::build::container::{
     self, apply_container_override, env, image, log_level, merge_telemetry, push_if_set,
     python_otel_env, with_user_env,
 };
+use kaos_workload::build::podspec::workload_pod;
+use kaos_workload::build::scaling::ScaledChildren;
+use kaos_workload::conditions::ConditionUpdate;
 use kaos_workload::desired::WorkloadChildren;
-use kaos_workload::podspec::workload_pod;
-use kaos_workload::scaling::ScaledChildren;
 use kube::ResourceExt;
 
 use crate::conditions::MEMORY_DEGRADED;

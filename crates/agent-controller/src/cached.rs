@@ -8,13 +8,13 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kaos_api::agent::{Agent, AgentPhase, AgentSpec, AgentStatus};
 use kaos_api::common::WorkloadStatus;
-use kaos_workload::compact::Compact;
-use kaos_workload::packed::SlimMeta;
-use kaos_workload::reconciler::{StatusDigest, status_digest};
+use kaos_workload::cache::compact::Compact;
+use kaos_workload::cache::packed::SlimMeta;
+use kaos_workload::reconcile::{StatusDigest, status_digest};
 use serde::Deserialize;
 
 use crate::conditions::OWN_CONDITIONS;
-use kaos_workload::identity::{SecurityIdentity, claimed};
+use kaos_workload::trigger::claims::{SecurityIdentity, claimed};
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(from = "Agent")]

@@ -3,7 +3,7 @@
 //! so known before anything is built (the resolver lists a peer not built yet at it).
 
 use kaos_api::agent::{Agent, AgentPhase};
-use kaos_workload::workload::{Workload, owner_of};
+use kaos_workload::build::workload::{Workload, owner_of};
 use kube::ResourceExt;
 
 pub const PORT: i32 = 8000;

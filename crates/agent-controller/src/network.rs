@@ -7,7 +7,7 @@ use kaos_api::agent::Agent;
 use kaos_api::mcpserver::{CUSTOM_RUNTIME, MCPServer};
 use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
-use kaos_workload::network_policy::{AgentDeps, NetworkPolicyArgs, Target, agent_policy};
+use kaos_workload::build::network_policy::{AgentDeps, NetworkPolicyArgs, Target, agent_policy};
 use kube::ResourceExt;
 
 use crate::naming::{PORT, workload};

@@ -10,7 +10,7 @@
 use kaos_api::mcpserver::MCPServer;
 use kaos_api::memorystore::{MemoryStore, ReadScope};
 use kaos_api::modelapi::ModelAPI;
-use kaos_workload::index::Relation;
+use kaos_workload::trigger::index::Relation;
 use kube::ResourceExt;
 
 use crate::cached::CachedAgent;

@@ -3,10 +3,10 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kaos_api::agent::{Agent, AgentStatus};
+use kaos_workload::build::status_report::WorkloadReport;
+use kaos_workload::cache::deployment_view::DeploymentView;
 use kaos_workload::conditions::set_condition;
-use kaos_workload::deployment_view::DeploymentView;
 use kaos_workload::desired::{Desired, Problem};
-use kaos_workload::rollout::WorkloadReport;
 
 use crate::conditions::{DEPENDENCIES_READY, MEMORY_DEGRADED, dependencies_resolved};
 

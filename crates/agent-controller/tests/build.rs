@@ -534,7 +534,7 @@ fn a_peer_is_listed_at_its_own_endpoint_until_its_status_says_otherwise() {
 
 #[test]
 fn the_agent_pod_meets_the_restricted_pod_security_standard_unless_relaxed() {
-    use kaos_workload::pod_security::restricted_violations;
+    use kaos_workload::build::pod_security::restricted_violations;
     let pod_of = |extra: &[&str]| {
         let d = build(&rich_agent(), &rich_resolved(), &settings(extra)).expect("builds");
         d.workload

@@ -16,13 +16,13 @@ use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::Runtime;
 use kaos_runtime::error::ReconcileError;
+use kaos_workload::cache::meta_view::MetaView;
+use kaos_workload::cache::{self, Events, cached};
 use kaos_workload::converge::Converged;
-use kaos_workload::index::{Relation, RelationIndex};
-use kaos_workload::meta_view::MetaView;
-use kaos_workload::reconciler::{Core, Primary, Reconciles, status_digest};
-use kaos_workload::references::{self, Reference, Source};
-use kaos_workload::stores::{self, Events, cached};
-use kaos_workload::triggers::{ChangeTracker, dependents_of, receive};
+use kaos_workload::converge::references::{self, Reference, Source};
+use kaos_workload::reconcile::{Core, Primary, Reconciles, status_digest};
+use kaos_workload::trigger::index::{Relation, RelationIndex};
+use kaos_workload::trigger::{ChangeTracker, dependents_of, receive};
 use kaos_workload::wiring::{ChildKinds, Controllers, wire};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
@@ -91,11 +91,11 @@ pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
             keep_edges(service_index.clone(), service_edges),
         );
         let client = &runtime.client;
-        let (agents, agent_events) = stores::cache::<MetaView<Agent>>(client, ns, "");
-        let (mcp_servers, mcp_server_events) = stores::cache::<MetaView<MCPServer>>(client, ns, "");
-        let (model_apis, model_api_events) = stores::cache::<MetaView<ModelAPI>>(client, ns, "");
+        let (agents, agent_events) = cache::cache::<MetaView<Agent>>(client, ns, "");
+        let (mcp_servers, mcp_server_events) = cache::cache::<MetaView<MCPServer>>(client, ns, "");
+        let (model_apis, model_api_events) = cache::cache::<MetaView<ModelAPI>>(client, ns, "");
         let (memory_stores, memory_store_events) =
-            stores::cache::<MetaView<MemoryStore>>(client, ns, "");
+            cache::cache::<MetaView<MemoryStore>>(client, ns, "");
         let exists = Exists {
             agents: agents.clone(),
             mcp_servers: mcp_servers.clone(),

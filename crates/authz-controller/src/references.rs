@@ -2,7 +2,7 @@
 //! controller feeds it from its caches (existence only) and the relation index from the edges.
 
 use kaos_api::access::{AccessGrant, ResourceKind, SubjectKind, ThirdPartyService};
-use kaos_workload::index::Relation;
+use kaos_workload::trigger::index::Relation;
 
 pub const AGENT: Relation = "Agent";
 pub const MCP_SERVER: Relation = "MCPServer";

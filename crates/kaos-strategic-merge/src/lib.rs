@@ -1,6 +1,6 @@
 //! Kubernetes' strategic merge patch, the subset kaos-rs supports, written once for its two
 //! users: the operator merges a user's `spec.podSpec` over the pod spec it generates
-//! (`kaos_workload::podspec`), and kaos-testkit applies `application/strategic-merge-patch+json`
+//! (`kaos_workload::build::podspec`), and kaos-testkit applies `application/strategic-merge-patch+json`
 //! to built-in kinds (`kaos_testkit::patch`). It works on JSON (`serde_json::Value`) and knows
 //! the lists by their place in the object ([`MERGED_LISTS`]), not by Go struct tags.
 //!

@@ -5,36 +5,15 @@
 //! merge and hash, rollout status, conditions, autoscalers, disruption budgets and
 //! NetworkPolicies).
 
-pub mod child_changes;
-pub mod child_store;
-pub mod children;
-pub mod compact;
+pub mod build;
+pub mod cache;
 pub mod conditions;
-pub mod container;
 pub mod converge;
-pub mod deployment_view;
 pub mod desired;
-pub mod drift;
-pub mod expectations;
-pub mod gateway;
-pub mod identity;
-pub mod index;
-pub mod meta_view;
-pub mod network_policy;
-pub mod packed;
-pub mod pod_security;
-pub mod podspec;
-pub mod reconciler;
-pub mod references;
-pub mod relist;
-pub mod rollout;
-pub mod scaling;
-pub mod settings;
-pub mod stores;
-pub mod triggers;
-pub mod view;
+pub mod hash;
+pub mod reconcile;
+pub mod trigger;
 pub mod wiring;
-pub mod workload;
 
-pub use gateway::GatewayArgs;
-pub use settings::DataPlaneArgs;
+pub use build::gateway::GatewayArgs;
+pub use build::settings::DataPlaneArgs;

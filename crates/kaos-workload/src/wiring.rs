@@ -23,17 +23,17 @@ use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use tokio::sync::mpsc;
 
-use crate::child_changes::{ChildChanges, child_changes};
-use crate::child_store::{ChildStore, child_store};
+use crate::build::gateway::http_route_resource;
+use crate::cache;
+use crate::cache::child_store::{ChildStore, child_store};
+use crate::cache::deployment_view::DeploymentView;
+use crate::cache::meta_view::MetaView;
 use crate::converge::Children;
-use crate::deployment_view::DeploymentView;
+use crate::converge::expectations::Expectations;
 use crate::desired::ChildKind;
-use crate::expectations::Expectations;
-use crate::gateway::http_route_resource;
-use crate::meta_view::MetaView;
-use crate::reconciler::{Primary, Reconciles, parent_keys};
-use crate::stores;
-use crate::triggers::{PrimaryChanges, receive};
+use crate::reconcile::{Primary, Reconciles, parent_keys};
+use crate::trigger::child_changes::{ChildChanges, child_changes};
+use crate::trigger::{PrimaryChanges, receive};
 
 /// Which optional children a kind has.
 #[derive(Clone, Copy, Debug, Default)]
@@ -91,7 +91,7 @@ pub struct Wiring<K: Primary> {
 /// The Controller's backoff after an error on its merged trigger streams: none. kube-runtime's
 /// default pauses *every* trigger stream (so every cache the Controller polls) after any error,
 /// for a backoff only a passed event resets. Our caches end their own errors
-/// ([`stores::without_errors`]) and each watcher backs off on its own; this keeps a future
+/// ([`cache::without_errors`]) and each watcher backs off on its own; this keeps a future
 /// trigger that passes an error from stalling the others. So a new trigger must back off from
 /// its own errors too: one that yields errors in a tight loop would be polled again at once.
 struct NeverPause;
@@ -132,7 +132,7 @@ fn enqueue_owners<K: Primary, C: Resource>(runtime: &Runtime) -> impl Fn(&C) + S
 fn owns<K, C>(
     controller: Controller<K>,
     runtime: &Runtime,
-    events: stores::Events<C>,
+    events: cache::Events<C>,
     changes: ChildChanges<K>,
     dyntype: C::DynamicType,
 ) -> Controller<K>
@@ -158,7 +158,7 @@ where
 /// Whether HTTPRoutes are watched: the gateway is enabled, or the API exists (so routes left
 /// from when it was enabled can be cleaned up).
 pub async fn watch_routes(runtime: &Runtime, gateway_enabled: bool) -> bool {
-    gateway_enabled || stores::served(&runtime.client, &http_route_resource()).await
+    gateway_enabled || cache::served(&runtime.client, &http_route_resource()).await
 }
 
 /// Resolves once the child cache `store` has synced.
@@ -181,7 +181,7 @@ where
     K: Primary,
 {
     let client = &runtime.client;
-    let (store, events) = stores::cache::<K>(client, namespace, "");
+    let (store, events) = cache::cache::<K>(client, namespace, "");
     let expectations = Arc::<Expectations>::default();
     // The primary store's sync is seen in its own events (see `ready` for why not its store).
     let (primary_synced, mut primary_ready) = tokio::sync::watch::channel(false);
@@ -266,7 +266,7 @@ where
     let mut routes = None;
     if kinds.routes {
         let resource = http_route_resource();
-        let (store, events) = stores::dynamic_child_cache(client, namespace, &resource, selector);
+        let (store, events) = cache::dynamic_child_cache(client, namespace, &resource, selector);
         let changes = ChildChanges::new(ChildKind::HttpRoute, expectations.clone());
         controller = owns(controller, runtime, events, changes, resource);
         synced.push(ready(&store));
@@ -305,7 +305,7 @@ struct OptionalChildren<'a> {
 
 impl OptionalChildren<'_> {
     /// The cache of `C` when `wanted`, with `controller` triggered by its changes.
-    fn cache<K: Primary, C: stores::Watched + Resource<DynamicType = ()> + Serialize>(
+    fn cache<K: Primary, C: cache::Watched + Resource<DynamicType = ()> + Serialize>(
         &mut self,
         wanted: bool,
         controller: Controller<K>,
@@ -315,7 +315,7 @@ impl OptionalChildren<'_> {
             return (controller, None);
         }
         let (store, events) =
-            stores::child_cache::<C>(&self.runtime.client, self.namespace, self.selector);
+            cache::child_cache::<C>(&self.runtime.client, self.namespace, self.selector);
         let changes = ChildChanges::new(kind, self.expectations.clone());
         let controller = owns(controller, self.runtime, events, changes, ());
         self.synced.push(ready(&store));

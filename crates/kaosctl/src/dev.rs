@@ -71,7 +71,7 @@ const KINDS: &[(&str, &str, Settled)] = &[
     (
         "agentworkflows",
         "AgentWorkflow",
-        Settled::WhenTrue(workflow_controller::validation::READY),
+        Settled::WhenTrue(workflow_controller::engine::validation::READY),
     ),
     ("agentworkflowruns", RUN_KIND, Settled::Shown),
 ];
@@ -152,7 +152,7 @@ impl std::str::FromStr for AgentAddress {
             "{}/{name}={address}",
             namespace.as_deref().unwrap_or("default")
         );
-        workflow_controller::endpoints::AddressOverrides::parse(&entry)
+        workflow_controller::agents::endpoints::AddressOverrides::parse(&entry)
             .map_err(|error| format!("{} ({expected})", error.reason))?;
         Ok(Self {
             namespace,

@@ -147,7 +147,7 @@ fn workflow_problems(
     let mut problems = Vec::new();
     for w in workflows {
         let ns = w.namespace();
-        let validity = workflow_controller::validation::validate(
+        let validity = workflow_controller::engine::validation::validate(
             &w.spec,
             ns.as_deref().unwrap_or_default(),
             |agent| agents.iter().any(|a| named(a, &ns, agent)),

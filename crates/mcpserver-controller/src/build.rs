@@ -3,15 +3,15 @@
 use k8s_openapi::api::core::v1::{Container, ContainerPort, PodSpec, Probe, TCPSocketAction};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kaos_api::mcpserver::{CUSTOM_RUNTIME, MCPServer};
-use kaos_workload::container::{
+use kaos_workload::build::container::{
     apply_container_override, env, image, log_level, merge_telemetry, python_otel_env,
     with_user_env,
 };
+use kaos_workload::build::network_policy;
+use kaos_workload::build::podspec::workload_pod;
+use kaos_workload::build::scaling::ScaledChildren;
+use kaos_workload::build::workload::{Workload, owner_of};
 use kaos_workload::desired::WorkloadChildren;
-use kaos_workload::network_policy;
-use kaos_workload::podspec::workload_pod;
-use kaos_workload::scaling::ScaledChildren;
-use kaos_workload::workload::{Workload, owner_of};
 use kube::ResourceExt;
 
 use crate::registry::{Registry, RegistryError, RuntimeSpec};

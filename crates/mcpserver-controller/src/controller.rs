@@ -8,9 +8,9 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kaos_api::mcpserver::MCPServer;
 use kaos_runtime::Runtime;
-use kaos_workload::identity::Claims;
-use kaos_workload::reconciler::Core;
-use kaos_workload::stores;
+use kaos_workload::cache;
+use kaos_workload::reconcile::Core;
+use kaos_workload::trigger::claims::Claims;
 use kaos_workload::wiring::{ChildKinds, Controllers, watch_routes, wire};
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
@@ -44,10 +44,10 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
             watcher::Config::default().fields(&format!("metadata.name={}", registry::CONFIG_MAP));
         let registry_events = watcher(registry_api, registry_config)
             .default_backoff()
-            .modify(stores::slim::<ConfigMap>)
+            .modify(cache::slim::<ConfigMap>)
             .reflect(registry_writer);
-        let registry_events = kaos_workload::relist::after_relists(registry_events);
-        let registry_changes = stores::without_errors(registry_events, "configmaps".into())
+        let registry_events = kaos_workload::cache::relist::after_relists(registry_events);
+        let registry_changes = cache::without_errors(registry_events, "configmaps".into())
             .touched_objects()
             .filter_map(|r| async move { r.ok().map(|_| ()) });
         controllers.reads(&registry_store);

@@ -316,7 +316,7 @@ fn pod_spec(d: &Desired) -> k8s_openapi::api::core::v1::PodSpec {
 
 #[test]
 fn every_pod_meets_the_restricted_pod_security_standard_and_only_a_service_account_gets_a_token() {
-    use kaos_workload::pod_security::restricted_violations;
+    use kaos_workload::build::pod_security::restricted_violations;
     let custom = json!({"runtime": "custom", "container": {"image": "ghcr.io/x/tools:1"}});
     let python = json!({"runtime": "python-string", "params": "def f(): pass"});
     let kubernetes = json!({"runtime": "kubernetes", "serviceAccountName": "mcp-reader"});

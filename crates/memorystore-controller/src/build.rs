@@ -18,14 +18,14 @@ use kaos_api::memorystore::{
     DEFAULT_VOLUME_SIZE, MemoryStore, MemoryStoreSpec, PORT, StorageType, service_name,
 };
 use kaos_api::modelapi::ModelAPI;
-use kaos_workload::container::{
+use kaos_workload::build::container::{
     apply_container_override, env, http_probe, image, merge_telemetry, push_if_set,
     python_otel_env, with_user_env,
 };
+use kaos_workload::build::network_policy::{self, Target};
+use kaos_workload::build::podspec::workload_pod;
+use kaos_workload::build::workload::{Workload, owner_of};
 use kaos_workload::desired::{Child, WorkloadChildren};
-use kaos_workload::network_policy::{self, Target};
-use kaos_workload::podspec::workload_pod;
-use kaos_workload::workload::{Workload, owner_of};
 use kube::ResourceExt;
 use std::ops::Deref;
 

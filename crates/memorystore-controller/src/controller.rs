@@ -9,17 +9,17 @@ use std::sync::{Arc, Mutex};
 use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::Runtime;
-use kaos_workload::identity::Claims;
-use kaos_workload::index::RelationIndex;
-use kaos_workload::index::name_of;
-use kaos_workload::reconciler::Core;
-use kaos_workload::stores;
-use kaos_workload::triggers::dependents_of;
+use kaos_workload::cache;
+use kaos_workload::reconcile::Core;
+use kaos_workload::trigger::claims::Claims;
+use kaos_workload::trigger::dependents_of;
+use kaos_workload::trigger::index::name_of;
+use kaos_workload::trigger::index::{Relation, RelationIndex};
 use kaos_workload::wiring::{ChildKinds, Controllers, watch_routes, wire};
 use kube::runtime::watcher::Event;
 
 use crate::build::CHILD_SELECTOR;
-use crate::models::{self, MODEL_API};
+use crate::models;
 use crate::reconcile::{Context, phase_of};
 use crate::settings::Settings;
 
@@ -45,14 +45,14 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
             let mut index = edges.lock().unwrap_or_else(|e| e.into_inner());
             match event {
                 Event::Apply(store) | Event::InitApply(store) => {
-                    index.set(&name_of(store), models::edges(store))
+                    index.set(&name_of(store), store_edges(store))
                 }
                 Event::Delete(store) => index.remove(&name_of(store)),
                 Event::Init | Event::InitDone => {}
             }
         };
         let wiring = wire::<MemoryStore>(&runtime, ns, CHILD_SELECTOR, kinds, on_store_event);
-        let (model_apis, model_api_events) = stores::cache::<ModelAPI>(&runtime.client, ns, "");
+        let (model_apis, model_api_events) = cache::cache::<ModelAPI>(&runtime.client, ns, "");
         controllers.reads(&model_apis);
         let context = Arc::new(Context {
             // No finalizer, as in KAOS: the children go by garbage collection.
@@ -69,4 +69,16 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
         controllers.add(wiring, context, phase_of);
     }
     controllers.run().await
+}
+
+/// The relation of a store to each ModelAPI it names.
+pub const MODEL_API: Relation = "modelapi";
+
+/// The edges of a store: the summarization and the embedding ModelAPI.
+pub fn store_edges(store: &MemoryStore) -> Vec<(Relation, String)> {
+    let models = &store.spec.models;
+    vec![
+        (MODEL_API, models.summarization.model_api.clone()),
+        (MODEL_API, models.embedding.model_api.clone()),
+    ]
 }

@@ -4,10 +4,6 @@
 use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
 use kaos_workload::desired::Problem;
-use kaos_workload::index::Relation;
-
-/// The relation of a store to each ModelAPI it names.
-pub const MODEL_API: Relation = "modelapi";
 
 /// What a store reads of a ModelAPI: its readiness and endpoint.
 pub type ModelApiView = (bool, Option<String>);
@@ -15,15 +11,6 @@ pub type ModelApiView = (bool, Option<String>);
 pub fn model_api_view(m: &ModelAPI) -> ModelApiView {
     let status = m.status.clone().unwrap_or_default();
     (status.ready, status.endpoint)
-}
-
-/// The edges of a store: the summarization and the embedding ModelAPI.
-pub fn edges(store: &MemoryStore) -> Vec<(Relation, String)> {
-    let models = &store.spec.models;
-    vec![
-        (MODEL_API, models.summarization.model_api.clone()),
-        (MODEL_API, models.embedding.model_api.clone()),
-    ]
 }
 
 /// The model service both roles are called at: the summarization ModelAPI's endpoint, which

@@ -3,8 +3,8 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kaos_api::memorystore::{MemoryStore, MemoryStoreStatus};
-use kaos_workload::deployment_view::DeploymentView;
-use kaos_workload::rollout::WorkloadReport;
+use kaos_workload::build::status_report::WorkloadReport;
+use kaos_workload::cache::deployment_view::DeploymentView;
 
 use crate::build::{Desired, Problem, labels};
 

@@ -8,15 +8,16 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kaos_api::modelapi::{ModelAPI, ModelAPIMode, ProxyConfig};
-use kaos_workload::conditions::ConditionUpdate;
-use kaos_workload::container::{
+use kaos_workload::build::container::{
     apply_container_override, env, http_probe, image, log_level, merge_telemetry, with_user_env,
 };
+use kaos_workload::build::network_policy;
+use kaos_workload::build::podspec::workload_pod;
+use kaos_workload::build::scaling::ScaledChildren;
+use kaos_workload::build::workload::{Workload, owner_of};
+use kaos_workload::conditions::ConditionUpdate;
 use kaos_workload::desired::{Child, ChildKind, ChildSet, WorkloadChildren};
-use kaos_workload::network_policy;
-use kaos_workload::podspec::{secret_hash, stable_hash, workload_pod};
-use kaos_workload::scaling::ScaledChildren;
-use kaos_workload::workload::{Workload, owner_of};
+use kaos_workload::hash::{secret_hash, stable_hash};
 use kube::ResourceExt;
 
 use crate::litellm;

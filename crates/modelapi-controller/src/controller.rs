@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::Runtime;
-use kaos_workload::identity::Claims;
-use kaos_workload::reconciler::Core;
+use kaos_workload::reconcile::Core;
+use kaos_workload::trigger::claims::Claims;
 use kaos_workload::wiring::{ChildKinds, Controllers, watch_routes, wire};
 
 use crate::build::CHILD_SELECTOR;

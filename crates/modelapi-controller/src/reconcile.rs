@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::error::ReconcileError;
-use kaos_workload::identity::{SharedSecurityIds, build_unless_claimed};
-use kaos_workload::reconciler::{Core, Reconciles};
+use kaos_workload::reconcile::{Core, Reconciles};
+use kaos_workload::trigger::claims::{SharedSecurityIds, build_unless_claimed};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 

@@ -2,8 +2,8 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kaos_api::modelapi::{ModelAPI, ModelAPIStatus};
-use kaos_workload::deployment_view::DeploymentView;
-use kaos_workload::rollout::WorkloadReport;
+use kaos_workload::build::status_report::WorkloadReport;
+use kaos_workload::cache::deployment_view::DeploymentView;
 
 use crate::build::{Desired, Problem, TELEMETRY_SUPPORTED, labels};
 

@@ -499,7 +499,7 @@ fn pod_spec(desired: &Built) -> k8s_openapi::api::core::v1::PodSpec {
 
 #[test]
 fn every_pod_meets_the_restricted_pod_security_standard_unless_relaxed() {
-    use kaos_workload::pod_security::restricted_violations;
+    use kaos_workload::build::pod_security::restricted_violations;
     let hosted = json!({"mode": "Hosted", "hostedConfig": {"model": "smollm2:135m"}});
     for spec in [proxy(), hosted.clone()] {
         let pod = pod_spec(&built(spec.clone(), &[]));

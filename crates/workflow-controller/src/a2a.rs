@@ -34,6 +34,20 @@ const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 /// A JSON-RPC error message is the agent's text: kept short in our errors and statuses.
 const MAX_ERROR_MESSAGE_CHARS: usize = 300;
 
+/// One step attempt to send: what the engine asks the dispatcher to send an agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepSend {
+    /// The step's name, for logs.
+    pub step: String,
+    pub idempotency_key: String,
+    pub endpoint: String,
+    /// The rendered input: the user's text. Never logged.
+    pub text: String,
+    pub budgets: Option<Budgets>,
+    /// The step's time limit: an interactive send lasts as long as the task.
+    pub timeout: Duration,
+}
+
 /// The autonomous-mode limits of one task. Unset fields take the agent's defaults (10
 /// iterations, 300 s, 50 tool calls); 0 means unlimited.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

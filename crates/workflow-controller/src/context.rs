@@ -2,23 +2,23 @@
 //! client and its background sends, the settings, the clock and the metrics.
 
 use kaos_api::workflow::{AgentWorkflow, AgentWorkflowRun};
-use kaos_workload::reconciler::Core;
-use kaos_workload::stores::cached;
+use kaos_workload::cache::cached;
+use kaos_workload::reconcile::Core;
 use kube::runtime::reflector::Store;
 
 use crate::a2a::A2aClient;
-use crate::agents::AgentView;
+use crate::agents::dispatcher::Dispatcher;
+use crate::agents::view::AgentView;
 use crate::clock::Clock;
-use crate::dispatcher::Dispatcher;
+use crate::engine::run_progress::AgentState;
 use crate::metrics::WorkflowMetrics;
 use crate::relations::Index;
-use crate::run_progress::AgentState;
 use crate::settings::Settings;
 
 pub struct Context {
     /// AgentWorkflows: no finalizer (their runs go by garbage collection).
     pub workflows: Core,
-    /// AgentWorkflowRuns, with [`crate::reconcile_run::RUN_FINALIZER`].
+    /// AgentWorkflowRuns, with [`crate::reconcile::run::RUN_FINALIZER`].
     pub runs: Core,
     pub agents: Store<AgentView>,
     pub workflow_store: Store<AgentWorkflow>,

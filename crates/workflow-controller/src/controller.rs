@@ -11,21 +11,21 @@ use std::sync::Arc;
 
 use kaos_api::workflow::{AgentWorkflow, AgentWorkflowRun};
 use kaos_runtime::Runtime;
-use kaos_workload::reconciler::Core;
-use kaos_workload::stores;
-use kaos_workload::triggers::receive;
+use kaos_workload::cache;
+use kaos_workload::reconcile::Core;
+use kaos_workload::trigger::receive;
 use kaos_workload::wiring::{ChildKinds, Controllers, wire};
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc;
 
 use crate::a2a::A2aClient;
-use crate::agents::AgentView;
+use crate::agents::dispatcher::Dispatcher;
+use crate::agents::view::AgentView;
 use crate::clock::Clock;
 use crate::context::Context;
-use crate::dispatcher::Dispatcher;
 use crate::metrics::WorkflowMetrics;
-use crate::reconcile_run::RUN_FINALIZER;
-use crate::reconcile_workflow::workflow_phase;
+use crate::reconcile::run::RUN_FINALIZER;
+use crate::reconcile::workflow::workflow_phase;
 use crate::relations::{
     Index, RunChanges, agent_dependents, keep_edges, run_edges, workflow_edges,
 };
@@ -69,7 +69,7 @@ pub async fn run_with_clock(
                 let _ = wake_workflow.send(ObjectRef::new(&workflow).within(&namespace));
             }
         });
-        let (agents, agent_events) = stores::cache::<AgentView>(&runtime.client, ns, "");
+        let (agents, agent_events) = cache::cache::<AgentView>(&runtime.client, ns, "");
         controllers.reads(&agents);
 
         let (agent_workflows, agent_runs) =

@@ -11,7 +11,7 @@ async fn main() -> ExitCode {
         "Runs kaos.tools AgentWorkflows: steps sent to agents over A2A, on demand or on a schedule",
     )
     .releases_finalizer::<kaos_api::workflow::AgentWorkflowRun>(
-        workflow_controller::reconcile_run::RUN_FINALIZER,
+        workflow_controller::reconcile::run::RUN_FINALIZER,
     )
     .run(workflow_controller::controller::run)
     .await

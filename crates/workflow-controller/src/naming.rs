@@ -3,7 +3,7 @@
 //! run to its workflow.
 
 use jiff::Timestamp;
-use kaos_workload::podspec::stable_hash;
+use kaos_workload::hash::stable_hash;
 
 /// The label every run of a workflow carries: the workflow's name, or a digest of it when the
 /// name is too long for a label value (`kubectl get awfr -l kaos.tools/workflow=daily`).

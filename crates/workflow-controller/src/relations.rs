@@ -9,15 +9,15 @@ use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt};
 use kaos_api::workflow::{AgentWorkflow, AgentWorkflowRun};
-use kaos_workload::index::name_of;
-use kaos_workload::index::{Name, Relation, RelationIndex};
-use kaos_workload::stores::Events;
-use kaos_workload::triggers::{ChangeTracker, Relist, receive};
+use kaos_workload::cache::Events;
+use kaos_workload::trigger::index::name_of;
+use kaos_workload::trigger::index::{Name, Relation, RelationIndex};
+use kaos_workload::trigger::{ChangeTracker, Relist, receive};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::Event;
 use tokio::sync::mpsc;
 
-use crate::agents::{AgentView, existence_view, readiness_view};
+use crate::agents::view::{AgentView, existence_view, readiness_view};
 
 /// An edge to an Agent of the namespace.
 pub const AGENT: Relation = "agent";

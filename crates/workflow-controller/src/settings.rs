@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use kaos_runtime::settings::parse_duration;
 
-use crate::endpoints::AddressOverrides;
+use crate::agents::endpoints::AddressOverrides;
 
 /// The binary's flags: every controller process's, then [`Settings`].
 pub type Args = kaos_runtime::binary::Args<Settings>;

@@ -6,8 +6,8 @@ use k8s_openapi::api::core::v1::{Container, ContainerPort, EnvVar, HTTPGetAction
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kaos_api::common::{ContainerOverride, Telemetry};
 
+use crate::build::settings::DataPlaneArgs;
 use crate::desired::Problem;
-use crate::settings::DataPlaneArgs;
 
 /// An HTTP GET probe on `path` and `port` with KAOS's thresholds (5 s timeout, 3 failures).
 pub fn http_probe(path: &str, port: i32, initial_delay: i32, period: i32) -> Probe {

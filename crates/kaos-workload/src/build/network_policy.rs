@@ -17,7 +17,7 @@
 //! connectivity from a [`Graph`]; the tests check the built policies against it as a
 //! connectivity matrix.
 //!
-//! Each builder takes only what one controller has in hand: the [`Workload`](crate::workload::Workload),
+//! Each builder takes only what one controller has in hand: the [`Workload`](crate::build::workload::Workload),
 //! the workload's own references, and for an agent the names of the agents that list it.
 
 mod build;

@@ -1,5 +1,5 @@
 //! The user's `spec.podSpec` merged over the generated pod spec with Kubernetes strategic-merge
-//! semantics, and the deterministic hash that tells when a rollout is due.
+//! semantics.
 //!
 //! The merge is `kaos_strategic_merge`'s, the one kaos-testkit applies to strategic merge
 //! patches: Kubernetes' merge keys (`containers`, `initContainers`, `ephemeralContainers`,
@@ -15,8 +15,8 @@
 use k8s_openapi::api::core::v1::PodSpec;
 use serde_json::Value;
 
+use crate::build::pod_security::{PodSecurity, secure_pod};
 use crate::desired::Problem;
-use crate::pod_security::{PodSecurity, secure_pod};
 
 /// Why a pod spec could not be merged; reported to the user as a Failed status.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -72,65 +72,6 @@ fn drop_empty_lists(value: &mut Value) {
         }
         Value::Array(items) => items.iter_mut().for_each(drop_empty_lists),
         _ => {}
-    }
-}
-
-/// A hash of a value derived from a Secret, for annotations: the first 16 bytes of SHA-256 over
-/// its JSON with sorted keys, as hex. Unlike [`stable_hash`] it is one-way, so an annotation
-/// tells nothing usable about the secret (as Helm's `checksum/secret` annotations).
-pub fn secret_hash<T: serde::Serialize>(value: &T) -> String {
-    let json = serde_json::to_value(value).unwrap_or(Value::Null);
-    let mut text = String::new();
-    canonical(&json, &mut text);
-    let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
-    digest.as_ref()[..16]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-/// A deterministic hash of a value: FNV-1a (64 bit) over its JSON with sorted keys, as 16 hex
-/// digits. Stable across processes and versions, so it never causes a rollout by itself.
-pub fn stable_hash<T: serde::Serialize>(value: &T) -> String {
-    let json = serde_json::to_value(value).unwrap_or(Value::Null);
-    let mut text = String::new();
-    canonical(&json, &mut text);
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in text.bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    format!("{hash:016x}")
-}
-
-/// JSON with object keys sorted at every level, whatever serde_json's map order is.
-fn canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                canonical(&map[key], out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                canonical(item, out);
-            }
-            out.push(']');
-        }
-        scalar => out.push_str(&scalar.to_string()),
     }
 }
 
@@ -314,20 +255,5 @@ mod tests {
             err.to_string(),
             "spec.podSpec.containers[0] has no name, which merging needs"
         );
-    }
-
-    #[test]
-    fn hash_is_stable_and_order_independent() {
-        let a = json!({"b": 1, "a": {"y": [1, 2], "x": "s"}});
-        let b: Value =
-            serde_json::from_str(r#"{"a": {"x": "s", "y": [1, 2]}, "b": 1}"#).expect("json");
-        assert_eq!(stable_hash(&a), stable_hash(&b));
-        assert_eq!(stable_hash(&a).len(), 16);
-        assert_ne!(
-            stable_hash(&a),
-            stable_hash(&json!({"b": 2, "a": {"y": [1, 2], "x": "s"}}))
-        );
-        // Pinned (FNV-1a of `{"a":1}`): a changed hash function would roll every workload on upgrade.
-        assert_eq!(stable_hash(&json!({"a": 1})), "9c3e82dd6fcae8b1");
     }
 }

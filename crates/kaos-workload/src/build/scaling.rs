@@ -10,36 +10,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kaos_api::scaling::{Autoscaling, DEFAULT_TARGET_UTILIZATION, WorkloadScaling};
 
-use crate::workload::Workload;
-
-/// What the workload's Deployment is asked for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Replicas {
-    /// Exactly this many (`spec.replicas`), or the API default (1) at creation and then left to
-    /// whoever scales the Deployment (None).
-    Fixed(Option<i32>),
-    /// An autoscaler sets them: the Deployment is created with this many and its replicas are
-    /// never compared or changed afterwards.
-    Autoscaled { initial: i32 },
-}
-
-impl Replicas {
-    pub fn of(scaling: &WorkloadScaling) -> Self {
-        match &scaling.autoscaling {
-            Some(a) => Replicas::Autoscaled { initial: a.min() },
-            None => Replicas::Fixed(scaling.replicas),
-        }
-    }
-
-    /// The replicas the desired Deployment carries: an autoscaled one's are filled in only when
-    /// it is written (see `converge`), so they are never part of what is compared.
-    pub fn in_spec(self) -> Option<i32> {
-        match self {
-            Replicas::Fixed(replicas) => replicas,
-            Replicas::Autoscaled { .. } => None,
-        }
-    }
-}
+use crate::build::workload::Workload;
+use crate::desired::{Replicas, WorkloadChildren};
 
 /// The replica settings of one workload, turned into what its children need.
 #[derive(Clone, Debug)]
@@ -58,6 +30,18 @@ impl ScaledChildren {
                 .as_ref()
                 .map(|a| autoscaler(workload, a)),
             disruption_budget: disruption_budget(workload, scaling),
+        }
+    }
+}
+
+impl WorkloadChildren {
+    /// With the autoscaler, disruption budget and replicas `scaled` asks for.
+    pub fn scaled(self, scaled: ScaledChildren) -> Self {
+        WorkloadChildren {
+            replicas: scaled.replicas,
+            autoscaler: scaled.autoscaler,
+            disruption_budget: scaled.disruption_budget,
+            ..self
         }
     }
 }

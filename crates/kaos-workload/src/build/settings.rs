@@ -3,8 +3,8 @@
 
 use clap::{ArgAction, Args};
 
-use crate::network_policy::NetworkPolicyArgs;
-use crate::pod_security::PodSecurity;
+use crate::build::network_policy::NetworkPolicyArgs;
+use crate::build::pod_security::PodSecurity;
 
 /// Defaults applied to the pods the controllers create.
 #[derive(Args, Clone, Debug, Default, PartialEq)]

@@ -7,8 +7,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kaos_api::agent::AgentPhase;
 use kaos_api::common::{DeploymentStatus, Phase, ScaleStatus, WorkloadStatus};
 
+use crate::cache::deployment_view::DeploymentView;
 use crate::conditions::{remove_condition, set_condition};
-use crate::deployment_view::DeploymentView;
 use crate::desired::{Desired, Problem, Stuck};
 
 /// The state of an owned Deployment as the custom resource reports it.
@@ -34,7 +34,7 @@ impl Rollout {
             deployment: self.mirror,
             replicas: self.replicas,
             desired_replicas: self.desired_replicas,
-            selector: Some(crate::workload::selector_string(labels)),
+            selector: Some(crate::build::workload::selector_string(labels)),
         }
     }
 }

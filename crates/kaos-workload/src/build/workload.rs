@@ -11,9 +11,9 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::core::DynamicObject;
 use serde_json::json;
 
+use crate::build::gateway::{GatewayArgs, http_route_resource};
 use crate::desired::Problem;
-use crate::gateway::{GatewayArgs, http_route_resource};
-use crate::podspec::stable_hash;
+use crate::hash::stable_hash;
 
 /// Annotation on the pod template: the hash of the final pod spec. A changed hash is what rolls
 /// the Deployment.

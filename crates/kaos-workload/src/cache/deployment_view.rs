@@ -9,8 +9,8 @@
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
 use serde::{Deserialize, Serialize};
 
-use crate::compact::Compact;
-use crate::packed::SlimMeta;
+use crate::cache::compact::Compact;
+use crate::cache::packed::SlimMeta;
 
 /// A Deployment without its selector and pod template.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]

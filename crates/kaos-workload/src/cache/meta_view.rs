@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use serde::{Deserialize, Serialize};
 
-use crate::packed::SlimMeta;
+use crate::cache::packed::SlimMeta;
 
 /// The metadata of a `K`, served where `K`s are.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
@@ -34,7 +34,7 @@ crate::served_as!([K: Resource<DynamicType = ()>] MetaView<K>, K);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packed::Labelled;
+    use crate::cache::packed::Labelled;
     use k8s_openapi::api::core::v1::Service;
     use serde_json::json;
 

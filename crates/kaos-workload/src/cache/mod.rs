@@ -7,6 +7,14 @@
 //! A watch error ends at its cache ([`without_errors`]): it is logged, and the watcher retries
 //! after its own backoff. None reaches a Controller, whose triggers are every cache it polls.
 
+pub mod child_store;
+pub mod compact;
+pub mod deployment_view;
+pub mod meta_view;
+pub mod packed;
+pub mod relist;
+pub mod view;
+
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::pin::Pin;
@@ -20,8 +28,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
-use crate::child_store::{ChildStore, child_store};
-use crate::relist::after_relists;
+use crate::cache::child_store::{ChildStore, child_store};
+use crate::cache::relist::after_relists;
 
 /// The watch events of one cache, delivered after the store applied them. It yields no errors
 /// (see [`without_errors`]); the type is fallible because kube-runtime's Controller takes it so.

@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::stores::LAST_APPLIED;
+use crate::cache::LAST_APPLIED;
 
 /// A read-only string map in one allocation: the number of entries, where each key and value
 /// ends, then the keys and values end to end (all offsets `u32`, little-endian).

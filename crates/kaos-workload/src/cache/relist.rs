@@ -1,6 +1,6 @@
 //! Relists seen downstream only once the store shows them.
 //!
-//! A store (kube-runtime's reflector, or a [`ChildStore`](crate::child_store::ChildStore))
+//! A store (kube-runtime's reflector, or a [`ChildStore`](crate::cache::child_store::ChildStore))
 //! keeps a relist's objects aside and swaps them in at `InitDone`. A trigger raised by an
 //! `InitApply` can therefore start a reconcile that reads the store *before* the swap: it sees
 //! the object as it was before the watch broke (or not at all), writes a status from that, and
@@ -53,7 +53,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::child_store::child_store;
+    use crate::cache::child_store::child_store;
     use k8s_openapi::api::core::v1::ConfigMap;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 

@@ -1,9 +1,9 @@
 //! Views: the types caches keep instead of a kind's full object (`DeploymentView`, `MetaView`,
 //! the agent controller's `CachedAgent`). A view is listed and watched where its kind is served,
-//! and its metadata is a [`SlimMeta`](crate::packed::SlimMeta) in `self.metadata`.
+//! and its metadata is a [`SlimMeta`](crate::cache::packed::SlimMeta) in `self.metadata`.
 
 /// Implements `kube::Resource` (served where `$kind` is) and
-/// [`Labelled`](crate::packed::Labelled) for a view whose `metadata` field is a `SlimMeta`:
+/// [`Labelled`](crate::cache::packed::Labelled) for a view whose `metadata` field is a `SlimMeta`:
 /// `served_as!([generics] View, Kind)`.
 #[macro_export]
 macro_rules! served_as {
@@ -38,17 +38,17 @@ macro_rules! served_as {
     };
 }
 
-/// Implements [`Labelled`](crate::packed::Labelled) for a type whose `metadata` field does
+/// Implements [`Labelled`](crate::cache::packed::Labelled) for a type whose `metadata` field does
 /// (an `ObjectMeta` or a `SlimMeta`).
 #[macro_export]
 macro_rules! labelled_by_metadata {
     ([$($generics:tt)*] $type:ty) => {
-        impl<$($generics)*> $crate::packed::Labelled for $type {
+        impl<$($generics)*> $crate::cache::packed::Labelled for $type {
             fn label(&self, key: &str) -> Option<&str> {
-                $crate::packed::Labelled::label(&self.metadata, key)
+                $crate::cache::packed::Labelled::label(&self.metadata, key)
             }
             fn annotation(&self, key: &str) -> Option<&str> {
-                $crate::packed::Labelled::annotation(&self.metadata, key)
+                $crate::cache::packed::Labelled::annotation(&self.metadata, key)
             }
         }
     };

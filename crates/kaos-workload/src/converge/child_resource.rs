@@ -16,14 +16,14 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::Children;
-use crate::child_store::ChildStore;
-use crate::children::{stamp_desired_hash, stamp_with};
-use crate::deployment_view::DeploymentView;
+use crate::build::gateway::http_route_resource;
+use crate::cache::child_store::ChildStore;
+use crate::cache::deployment_view::DeploymentView;
+use crate::cache::meta_view::MetaView;
+use crate::cache::packed::Labelled;
+use crate::converge::ownership::{stamp_desired_hash, stamp_with};
 use crate::desired::ChildKind;
-use crate::gateway::http_route_resource;
-use crate::meta_view::MetaView;
-use crate::packed::Labelled;
-use crate::podspec::secret_hash;
+use crate::hash::secret_hash;
 
 /// What converge needs of a child type: its kind, its API, its cache in [`Children`], what that
 /// cache keeps and how it is compared.

@@ -26,19 +26,23 @@ use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::child_store::ChildStore;
-use crate::children::{controlled_by, is_current};
-use crate::deployment_view::DeploymentView;
+use crate::cache::child_store::ChildStore;
+use crate::cache::deployment_view::DeploymentView;
+use crate::cache::meta_view::MetaView;
+use crate::cache::packed::Labelled;
+use crate::converge::drift::{covers, holds_whole};
+use crate::converge::expectations::{Expectations, Key, Observed, Verdict};
+use crate::converge::ownership::{controlled_by, is_current};
 use crate::desired::{Child, ChildKind, ChildSet};
-use crate::drift::{covers, holds_whole};
-use crate::expectations::{Expectations, Key, Observed, Verdict};
-use crate::meta_view::MetaView;
-use crate::packed::Labelled;
-use crate::references::{self, Missing, Reference, Source};
 use kaos_runtime::error::{ReconcileError, Step, StepExt};
+use references::{Missing, Reference, Source};
 
 mod child_resource;
+pub mod drift;
+pub mod expectations;
 mod outcome;
+pub mod ownership;
+pub mod references;
 
 pub use child_resource::ChildResource;
 pub use outcome::{CHILD_CONFLICT, Conflict, Converged};

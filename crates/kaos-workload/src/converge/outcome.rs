@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::references::Missing;
+use crate::converge::references::Missing;
 
 use super::ChildKind;
 

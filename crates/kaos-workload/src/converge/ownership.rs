@@ -1,4 +1,4 @@
-//! The identity of a child: the hash of the desired state it was applied with, and whether a
+//! Whose a child is and what it was applied with: the hash of the desired state it was applied with, and whether a
 //! parent controls it. Fields other managers own (labels a user added, a sidecar another tool
 //! injected, replicas an HPA sets) are left alone by server-side apply.
 
@@ -6,8 +6,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 
-use crate::packed::Labelled;
-use crate::podspec::stable_hash;
+use crate::cache::packed::Labelled;
+use crate::hash::stable_hash;
 
 /// Annotation holding the hash of the desired state a child was last applied with.
 pub const DESIRED_HASH_ANNOTATION: &str = "kaos.tools/desired-hash";

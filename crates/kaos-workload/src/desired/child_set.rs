@@ -11,7 +11,36 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;
 use kube::core::DynamicObject;
 
-use crate::scaling::{Replicas, ScaledChildren};
+use kaos_api::scaling::WorkloadScaling;
+
+/// What the workload's Deployment is asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Replicas {
+    /// Exactly this many (`spec.replicas`), or the API default (1) at creation and then left to
+    /// whoever scales the Deployment (None).
+    Fixed(Option<i32>),
+    /// An autoscaler sets them: the Deployment is created with this many and its replicas are
+    /// never compared or changed afterwards.
+    Autoscaled { initial: i32 },
+}
+
+impl Replicas {
+    pub fn of(scaling: &WorkloadScaling) -> Self {
+        match &scaling.autoscaling {
+            Some(a) => Replicas::Autoscaled { initial: a.min() },
+            None => Replicas::Fixed(scaling.replicas),
+        }
+    }
+
+    /// The replicas the desired Deployment carries: an autoscaled one's are filled in only when
+    /// it is written (see `converge`), so they are never part of what is compared.
+    pub fn in_spec(self) -> Option<i32> {
+        match self {
+            Replicas::Fixed(replicas) => replicas,
+            Replicas::Autoscaled { .. } => None,
+        }
+    }
+}
 
 /// The kinds of child a workload can have.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -130,16 +159,6 @@ impl WorkloadChildren {
             autoscaler: None,
             disruption_budget: None,
             network_policy: None,
-        }
-    }
-
-    /// With the autoscaler, disruption budget and replicas `scaled` asks for.
-    pub fn scaled(self, scaled: ScaledChildren) -> Self {
-        WorkloadChildren {
-            replicas: scaled.replicas,
-            autoscaler: scaled.autoscaler,
-            disruption_budget: scaled.disruption_budget,
-            ..self
         }
     }
 

@@ -6,7 +6,7 @@
 
 mod child_set;
 
-pub use child_set::{Child, ChildKind, ChildSet, WorkloadChildren};
+pub use child_set::{Child, ChildKind, ChildSet, Replicas, WorkloadChildren};
 
 use crate::conditions::ConditionUpdate;
 

@@ -25,14 +25,14 @@ use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use crate::build::status_report::{observe, summarize};
+use crate::cache::Watched;
+use crate::cache::deployment_view::DeploymentView;
 use crate::conditions::now;
+use crate::converge::expectations::{Expectations, Observed, Verdict};
 use crate::converge::{Children, Converged, Parent};
-use crate::deployment_view::DeploymentView;
 use crate::desired::{ChildSet, Desired, Problem, Stuck};
-use crate::expectations::{Expectations, Observed, Verdict};
-use crate::podspec::stable_hash;
-use crate::rollout::{observe, summarize};
-use crate::stores::Watched;
+use crate::hash::stable_hash;
 use kaos_api::common::Phase;
 
 /// How long a parent in conflict with an object it does not own waits before looking again
@@ -137,7 +137,7 @@ impl Core {
                 self.release(object.as_ref()).await?;
                 return Ok(Action::await_change());
             }
-            let object = self.hold(object).await?;
+            let object = self.ensure_finalizer(object).await?;
             match apply(object).await {
                 // The namespace is being deleted and has taken a child first (the namespace
                 // controller deletes kinds in no fixed order): nothing can be created there
@@ -158,7 +158,7 @@ impl Core {
     /// on (a 409, or a failed test of the finalizers) reads the server's object and goes on
     /// from it, rather than retrying on the stale cache until the watch catches up (its
     /// finalizer-only change triggers no reconcile, so only the growing error backoff did).
-    async fn hold<K: Primary>(&self, object: Arc<K>) -> Result<Arc<K>, ReconcileError> {
+    async fn ensure_finalizer<K: Primary>(&self, object: Arc<K>) -> Result<Arc<K>, ReconcileError> {
         let Some(finalizer) = self.finalizer else {
             return Ok(object);
         };
@@ -472,12 +472,12 @@ fn json_patch(patch: Value) -> Patch<()> {
 }
 
 /// A parent's own entries in the expectations (its status and its finalizer), forgotten with it.
-pub(crate) fn parent_keys<K: Primary>(object: &K) -> [crate::expectations::Key; 2] {
+pub(crate) fn parent_keys<K: Primary>(object: &K) -> [crate::converge::expectations::Key; 2] {
     [status_key(object), finalizer_key(object)]
 }
 
 /// The finalizer's entry in the expectations: this process added it at that resourceVersion.
-fn finalizer_key<K: Primary>(object: &K) -> crate::expectations::Key {
+fn finalizer_key<K: Primary>(object: &K) -> crate::converge::expectations::Key {
     (
         "finalizer",
         object.namespace().unwrap_or_default(),
@@ -485,7 +485,7 @@ fn finalizer_key<K: Primary>(object: &K) -> crate::expectations::Key {
     )
 }
 
-pub(crate) fn status_key<K: Primary>(object: &K) -> crate::expectations::Key {
+pub(crate) fn status_key<K: Primary>(object: &K) -> crate::converge::expectations::Key {
     (
         "status",
         object.namespace().unwrap_or_default(),

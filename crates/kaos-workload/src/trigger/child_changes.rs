@@ -17,9 +17,9 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::Event;
 use serde::Serialize;
 
+use crate::converge::expectations::Expectations;
 use crate::desired::ChildKind;
-use crate::expectations::Expectations;
-use crate::triggers::Relist;
+use crate::trigger::Relist;
 
 /// What a child last showed, and whom to wake if it vanishes.
 struct Shown {
@@ -126,7 +126,7 @@ impl<K: Resource<DynamicType = ()>> ChildChanges<K> {
 /// The children of `events` their owners must look at; the owners of children a relist no
 /// longer shows go to `vanished`.
 pub fn child_changes<K, C>(
-    events: crate::stores::Events<C>,
+    events: crate::cache::Events<C>,
     mut changes: ChildChanges<K>,
     mut vanished: impl FnMut(Vec<ObjectRef<K>>) + Send + 'static,
 ) -> impl Stream<Item = Result<C, kube::runtime::watcher::Error>> + Send + 'static
@@ -180,7 +180,7 @@ fn content_digest<C: Serialize>(child: &C) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::expectations::Verdict;
+    use crate::converge::expectations::Verdict;
     use k8s_openapi::api::apps::v1::Deployment;
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::ResourceExt;

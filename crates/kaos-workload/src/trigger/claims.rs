@@ -19,8 +19,8 @@ use kube::runtime::watcher::Event;
 use tokio::sync::mpsc;
 
 use crate::desired::Problem;
-use crate::index::Name;
-use crate::index::name_of;
+use crate::trigger::index::Name;
+use crate::trigger::index::name_of;
 
 /// The `Ready` reason of a resource whose `security.id` an older resource holds.
 pub const SECURITY_ID_CONFLICT: &str = "SecurityIdConflict";

@@ -7,6 +7,10 @@
 //! read (a ModelAPI's readiness and endpoint, a peer's endpoint, …) and reports an object only
 //! when that projection changed, appeared or disappeared.
 
+pub mod child_changes;
+pub mod claims;
+pub mod index;
+
 use std::collections::{HashMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
 
@@ -18,10 +22,10 @@ use std::sync::{Arc, Mutex};
 use futures::{Stream, StreamExt, stream};
 use kube::runtime::reflector::ObjectRef;
 
-use crate::expectations::Expectations;
-use crate::index::{Name, Relation, RelationIndex, name_of};
-use crate::reconciler::{Primary, status_key};
-use crate::stores::Events;
+use crate::cache::Events;
+use crate::converge::expectations::Expectations;
+use crate::reconcile::{Primary, status_key};
+use crate::trigger::index::{Name, Relation, RelationIndex, name_of};
 
 /// The primary's predicate: its generation (spec changes), whether it is being deleted, and its
 /// labels and annotations (which users set to ask for a change). Status and finalizer writes
@@ -66,18 +70,18 @@ impl PrimaryChanges {
                 None
             }
             Event::InitApply(object) => {
-                let key = identity(&object);
+                let key = object_key(&object);
                 self.relist.shows(&key);
                 self.changed(key, object)
             }
-            Event::Apply(object) => self.changed(identity(&object), object),
+            Event::Apply(object) => self.changed(object_key(&object), object),
             Event::InitDone => {
                 self.relist.end(&mut self.seen);
                 None
             }
             // Its deletion was passed when it got its deletionTimestamp.
             Event::Delete(object) => {
-                self.seen.remove(&identity(&object));
+                self.seen.remove(&object_key(&object));
                 None
             }
         }
@@ -99,7 +103,7 @@ impl PrimaryChanges {
 }
 
 /// A digest of an object's namespace, name and uid (a recreated object is another one).
-fn identity<K: Resource>(object: &K) -> u64 {
+fn object_key<K: Resource>(object: &K) -> u64 {
     let meta = object.meta();
     hash_of(&(&meta.namespace, &meta.name, &meta.uid))
 }

@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
-use kaos_workload::child_store::ChildStore;
+use kaos_workload::cache::child_store::ChildStore;
+use kaos_workload::cache::deployment_view::DeploymentView;
+use kaos_workload::cache::meta_view::MetaView;
+use kaos_workload::cache::{self, Watched};
 use kaos_workload::converge::Children;
-use kaos_workload::deployment_view::DeploymentView;
-use kaos_workload::meta_view::MetaView;
-use kaos_workload::stores::{self, Watched};
 use kube::api::PostParams;
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
@@ -28,7 +28,7 @@ pub async fn create_parent(client: &Client) -> String {
 
 /// A cache of the children (`app=test` in `default`), driven in the background, once synced.
 pub async fn synced_cache<K: Watched>(client: &Client) -> ChildStore<K> {
-    let (cache, events) = stores::child_cache::<K>(client, Some("default"), "app=test");
+    let (cache, events) = cache::child_cache::<K>(client, Some("default"), "app=test");
     tokio::spawn(events.for_each(|_| async {}));
     cache.wait_until_ready().await;
     cache

@@ -7,8 +7,8 @@ use std::time::Duration;
 use kaos_api::workflow::{AgentWorkflowRunStatus, StepPhase};
 
 use crate::a2a::A2aClient;
-use crate::dag::CancelTask;
-use crate::dispatcher::Dispatcher;
+use crate::agents::dispatcher::Dispatcher;
+use crate::engine::dag::CancelTask;
 
 /// Cancels `task` on its agent; a failure is logged, never returned.
 pub async fn cancel(a2a: &A2aClient, task: &CancelTask, timeout: Duration) {

@@ -11,28 +11,13 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use kaos_api::workflow::AgentWorkflowRun;
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
-use crate::a2a::{A2aClient, Budgets, Task};
-
-/// One step attempt to send.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StepSend {
-    /// The step's name, for logs.
-    pub step: String,
-    pub idempotency_key: String,
-    pub endpoint: String,
-    /// The rendered input: the user's text. Never logged.
-    pub text: String,
-    pub budgets: Option<Budgets>,
-    /// The step's time limit: an interactive send lasts as long as the task.
-    pub timeout: Duration,
-}
+use crate::a2a::{A2aClient, StepSend, Task};
 
 /// What this process knows of the send of an attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -146,6 +131,8 @@ impl Dispatcher {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn send(key: &str, endpoint: &str) -> StepSend {

@@ -8,11 +8,12 @@
 use jiff::Timestamp;
 use kaos_api::workflow::{AgentWorkflowRunStatus, StepPhase, StepStatus};
 
+use crate::a2a::StepSend;
 use crate::a2a::{A2aClient, A2aError, Task, TaskState};
-use crate::dag::CancelTask;
-use crate::dispatcher::{Dispatcher, SendState, StepSend};
-use crate::outcome::{record_failure, record_sent, record_task};
-use crate::run_progress::{DISPATCH_GRACE, attempt_sent_at, resend};
+use crate::agents::dispatcher::{Dispatcher, SendState};
+use crate::engine::dag::CancelTask;
+use crate::engine::outcome::{record_failure, record_sent, record_task};
+use crate::engine::run_progress::{DISPATCH_GRACE, attempt_sent_at, resend};
 
 /// What polling asks the reconcile to do next.
 #[derive(Debug, Default)]

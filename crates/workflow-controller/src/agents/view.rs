@@ -2,7 +2,7 @@
 //! status publishes. Its spec (the pod template, the instructions) is never deserialized.
 
 use kaos_api::agent::Agent;
-use kaos_workload::packed::SlimMeta;
+use kaos_workload::cache::packed::SlimMeta;
 use serde::Deserialize;
 
 /// An Agent as the workflow controller's cache keeps it.

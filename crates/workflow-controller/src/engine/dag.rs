@@ -25,9 +25,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kaos_api::workflow::{RunPhase, StepPhase, StepStatus, WorkflowStep};
 
 use crate::a2a::Budgets;
-use crate::condition::ConditionError;
-use crate::outcome::bounded_error;
-use crate::template::TemplateError;
+use crate::engine::outcome::bounded_error;
+use crate::engine::template::TemplateError;
+use crate::engine::when::ConditionError;
 
 /// The wait after a step's first failed attempt; it doubles with every further one.
 pub const RETRY_BACKOFF_BASE: SignedDuration = SignedDuration::from_secs(5);

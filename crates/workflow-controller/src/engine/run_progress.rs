@@ -13,10 +13,10 @@ use kaos_api::workflow::{
 };
 
 use crate::a2a::Budgets;
-use crate::dag::{self, CancelTask, Decision};
-use crate::dispatcher::StepSend;
-use crate::outcome::record_failure;
-use crate::template;
+use crate::a2a::StepSend;
+use crate::engine::dag::{self, CancelTask, Decision};
+use crate::engine::outcome::record_failure;
+use crate::engine::template;
 
 /// How long a step may stay `Dispatching` with no task on its agent before it is sent again:
 /// the agent makes its task the moment it reads the request, so an older one was never
@@ -338,7 +338,7 @@ pub fn step_named_mut<'s>(steps: &'s mut [StepStatus], name: &str) -> Option<&'s
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outcome::{record_sent, record_success};
+    use crate::engine::outcome::{record_sent, record_success};
     use serde_json::json;
 
     fn at(second: i64) -> Timestamp {

@@ -4,8 +4,8 @@
 
 use kaos_api::workflow::AgentWorkflowSpec;
 
-use crate::dag;
-use crate::schedule::Schedule;
+use crate::engine::dag;
+use crate::schedule::cron::Schedule;
 
 pub const READY: &str = "Ready";
 /// The `Ready=True` reason: the graph, the schedule and the agents named are all fine.

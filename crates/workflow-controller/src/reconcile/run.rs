@@ -19,19 +19,19 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kaos_api::workflow::{AgentWorkflow, AgentWorkflowRun, AgentWorkflowRunStatus, RunPhase};
 use kaos_runtime::error::{ReconcileError, Step, StepExt};
-use kaos_workload::reconciler::{Core, Reconciles};
-use kaos_workload::stores::cached;
+use kaos_workload::cache::cached;
+use kaos_workload::reconcile::{Core, Reconciles};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use crate::cancellation::{cancel_in_background, cancel_run};
+use crate::agents::cancellation::{cancel_in_background, cancel_run};
+use crate::agents::polling::poll;
 use crate::context::Context;
+use crate::engine::run_progress::{Progress, advance, in_flight, newly_finished, start};
 use crate::naming::{WORKFLOW_LABEL, workflow_label_value};
-use crate::polling::poll;
-use crate::run_progress::{Progress, advance, in_flight, newly_finished, start};
 
 /// Holds a run being deleted until its tasks in flight are canceled.
 pub const RUN_FINALIZER: &str = "kaos.tools/workflow-run-finalizer";

@@ -13,20 +13,20 @@ use kaos_api::workflow::{
     RunTrigger,
 };
 use kaos_runtime::error::{ReconcileError, Step, StepExt};
+use kaos_workload::cache::cached;
 use kaos_workload::conditions::{ConditionUpdate, set_condition};
-use kaos_workload::reconciler::{Core, Reconciles, status_digest};
-use kaos_workload::stores::cached;
+use kaos_workload::reconcile::{Core, Reconciles, status_digest};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;
 
 use crate::context::Context;
-use crate::history::{FinishedRun, runs_to_delete};
+use crate::engine::validation::{READY, validate};
 use crate::naming::{WORKFLOW_LABEL, scheduled_run_name, workflow_label_value};
-use crate::reconcile_run::{RUN_FINALIZER, owner_reference};
+use crate::reconcile::run::{RUN_FINALIZER, owner_reference};
 use crate::relations::runs_of;
-use crate::scheduling::{Fire, FireAction, Situation, evaluate, runs_named};
-use crate::validation::{READY, validate};
+use crate::schedule::history::{FinishedRun, runs_to_delete};
+use crate::schedule::policy::{Fire, FireAction, Situation, evaluate, runs_named};
 
 impl Reconciles<AgentWorkflow> for Context {
     fn core(&self) -> &Core {
@@ -170,7 +170,7 @@ async fn fire_once(
     if fire.too_many_missed {
         let note = format!(
             "more than {} fire times were missed (was the controller down, or the workflow suspended?); only the latest, {}, starts a run",
-            crate::schedule::MAX_MISSED,
+            crate::schedule::cron::MAX_MISSED,
             fire.time
         );
         events.warning(workflow, "MissedSchedules", note).await;

@@ -6,7 +6,7 @@
 use jiff::Timestamp;
 use kaos_api::workflow::ConcurrencyPolicy;
 
-use crate::schedule::{Schedule, ScheduleError};
+use crate::schedule::cron::{Schedule, ScheduleError};
 
 /// What to do about the fire time that is due.
 #[derive(Debug, Clone, PartialEq, Eq)]

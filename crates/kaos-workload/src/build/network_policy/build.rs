@@ -18,7 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use super::graph::{AgentEdges, MemoryStoreEdges};
 use super::settings::{NetworkPolicyArgs, ip_block};
 use super::values::{Cidr, Labels, McpEgress, PortSpec};
-use crate::workload::Workload;
+use crate::build::workload::Workload;
 
 /// The kinds of generated workloads, and the labels of their pods.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -5,7 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde_json::json;
 
 use super::*;
-use crate::workload::Workload;
+use crate::build::workload::Workload;
 
 pub(super) const NAMESPACE: &str = "team";
 
@@ -459,8 +459,8 @@ fn the_same_graph_gives_byte_identical_policies() {
     ));
     assert_eq!(one.expect("json"), two.expect("json"));
     assert_eq!(
-        crate::podspec::stable_hash(&agent_policy(&server, &deps, &[], &args)),
-        crate::podspec::stable_hash(&agent_policy(&server, &shuffled, &[], &args))
+        crate::hash::stable_hash(&agent_policy(&server, &deps, &[], &args)),
+        crate::hash::stable_hash(&agent_policy(&server, &shuffled, &[], &args))
     );
 }
 

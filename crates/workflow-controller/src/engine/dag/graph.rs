@@ -5,8 +5,8 @@ use std::collections::{BTreeSet, HashMap};
 
 use kaos_api::workflow::WorkflowStep;
 
-use crate::condition::Condition;
-use crate::template::{self};
+use crate::engine::template::{self};
+use crate::engine::when::Condition;
 
 use super::GraphError;
 

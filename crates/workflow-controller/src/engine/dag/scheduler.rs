@@ -6,8 +6,8 @@ use jiff::{SignedDuration, Timestamp};
 use kaos_api::workflow::{RunPhase, StepPhase, StepStatus, WorkflowStep};
 
 use crate::a2a::Budgets;
-use crate::condition::StepOutcome;
-use crate::template::{self};
+use crate::engine::template::{self};
+use crate::engine::when::StepOutcome;
 
 use super::graph::Graph;
 use super::{CancelTask, Change, Decision, Dispatch, Transition, retry_backoff};

@@ -1,7 +1,7 @@
 //! The scheduler's rules, case by case.
 
 use super::*;
-use crate::outcome::{record_failure, record_sent, record_success};
+use crate::engine::outcome::{record_failure, record_sent, record_success};
 use kaos_api::workflow::StepBudgets;
 
 const RUN: &str = "run-uid";

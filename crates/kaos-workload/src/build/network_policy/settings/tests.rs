@@ -2,7 +2,7 @@
 //! variable, and errors that name the variable.
 
 use super::*;
-use crate::network_policy::values::Protocol;
+use crate::build::network_policy::values::Protocol;
 
 #[derive(clap::Parser)]
 struct Cli {
