@@ -160,10 +160,68 @@ async fn phase(model_apis: &Api<ModelAPI>, name: &str) -> Option<String> {
     Some(m.status?.phase?.as_str().to_string())
 }
 
+/// The kaos objects of [`MANIFESTS`] (plural, name) and the phase each settles in.
+const SETTLED: &[(&str, &str, &str)] = &[
+    ("modelapis", "inline", "Ready"),
+    ("modelapis", "referenced", "Ready"),
+    ("modelapis", "mounted", "Ready"),
+    ("modelapis", "broken", "Failed"),
+    ("mcpservers", "slack-tools", "Ready"),
+    ("agents", "assistant", "Ready"),
+];
+
+/// The objects of [`SETTLED`] not yet in their phase for their current generation (their
+/// controller has not finished the reconcile of what the test applied).
+async fn unsettled(admin: &kube::Client) -> Vec<String> {
+    let mut unsettled = Vec::new();
+    for (plural, name, phase) in SETTLED {
+        let kind = resource("kaos.tools", "v1alpha1", "", plural);
+        let api: Api<DynamicObject> = Api::default_namespaced_with(admin.clone(), &kind);
+        let object = api.get_opt(name).await.ok().flatten();
+        let status = object.as_ref().map(|o| &o.data["status"]);
+        let generation = object.as_ref().and_then(|o| o.metadata.generation);
+        let observed = status.and_then(|s| s["observedGeneration"].as_i64());
+        let now = status.and_then(|s| s["phase"].as_str());
+        if now != Some(*phase) || observed.is_none() || observed != generation {
+            unsettled.push(format!(
+                "{plural}/{name}: {now:?} at generation {observed:?} of {generation:?}"
+            ));
+        }
+    }
+    unsettled
+}
+
+/// Every replica's (work queue depth + running reconciles, reconciles so far), from its metrics.
+async fn queues(cluster: &ChartCluster) -> Vec<(f64, f64)> {
+    let mut queues = Vec::new();
+    for (_, replicas) in &cluster.controllers {
+        for replica in replicas {
+            let metrics = scrape(replica.process.metrics_port).await;
+            let sum = |family: &str| -> f64 {
+                let prefix = format!("{family}{{");
+                metrics
+                    .lines()
+                    .filter(|l| l.starts_with(&prefix))
+                    .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                    .sum()
+            };
+            // A replica that serves no metrics (not up) is never idle.
+            let busy = if metrics.is_empty() {
+                f64::INFINITY
+            } else {
+                sum("workqueue_depth") + sum("controller_runtime_active_workers")
+            };
+            queues.push((busy, sum("controller_runtime_reconcile_total")));
+        }
+    }
+    queues
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_secret_value_leaves_its_secret() {
     let scratch = Scratch::new("secrets");
-    let cluster = ChartCluster::start(&scratch, &[], 1, &[("CONTROLLER_LOG_LEVEL", "debug")]).await;
+    let mut cluster =
+        ChartCluster::start(&scratch, &[], 1, &[("CONTROLLER_LOG_LEVEL", "debug")]).await;
     let admin = cluster.admin.clone();
     apply_yaml(&admin, MANIFESTS).await;
 
@@ -182,6 +240,7 @@ async fn no_secret_value_leaves_its_secret() {
             started.elapsed() < Duration::from_secs(60),
             "the ModelAPIs did not settle: {phases:?}"
         );
+        // The poll of this wait, not a fence.
         tokio::time::sleep(POLL).await;
     }
     let broken = model_apis.get("broken").await.expect("broken");
@@ -190,8 +249,38 @@ async fn no_secret_value_leaves_its_secret() {
         message.contains("is not valid YAML at line 3, column"),
         "{message}"
     );
-    // Let the controllers log, count and report whatever they do after settling.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Fenced, instead of a pause for the controllers to log, count and report what they do
+    // after settling: every object is in its phase at its current generation (the agent and its
+    // MCPServer too, whose Deployments carry the Secret references), then every controller's
+    // work queue is empty with no reconcile running, on two scrapes in a row with no reconcile
+    // counted between them. The events are posted within a reconcile, the logs written by it.
+    let started = Instant::now();
+    loop {
+        let waiting = unsettled(&admin).await;
+        if waiting.is_empty() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "not settled: {waiting:?}"
+        );
+        // The poll of this wait, not a fence.
+        tokio::time::sleep(POLL).await;
+    }
+    let mut last = queues(&cluster).await;
+    loop {
+        // The poll of this wait, not a fence: the gap between two scrapes.
+        tokio::time::sleep(POLL).await;
+        let now = queues(&cluster).await;
+        if now == last && now.iter().all(|(busy, _)| *busy == 0.0) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "the controllers did not go idle (queued + running, reconciles): {now:?}"
+        );
+        last = now;
+    }
 
     let mut emitted = emitted_objects(&admin).await;
     for entry in std::fs::read_dir(&scratch.0).expect("scratch") {
@@ -207,9 +296,46 @@ async fn no_secret_value_leaves_its_secret() {
             emitted.push((format!("metrics of {binary}"), metrics));
         }
     }
+    // What is searched must be there, or an empty search would pass: every controller's log
+    // and metrics, and the objects made from the secret-bearing fields.
+    for (binary, replicas) in &cluster.controllers {
+        for replica in replicas {
+            let log = format!("{}.log", replica.process.name);
+            assert!(
+                emitted.iter().any(|(what, text)| what.starts_with("log ")
+                    && what.ends_with(&log)
+                    && !text.is_empty()),
+                "{binary}'s log {log} is read"
+            );
+        }
+        assert!(
+            emitted
+                .iter()
+                .any(|(what, text)| *what == format!("metrics of {binary}")
+                    && text.contains("controller_runtime_reconcile_total")),
+            "{binary}'s metrics are read"
+        );
+    }
+    assert_eq!(cluster.controllers.len(), 6, "every controller runs");
+    for made in [
+        "Deployment default/modelapi-inline",
+        "Deployment default/modelapi-referenced",
+        "Deployment default/modelapi-mounted",
+        "Deployment default/mcpserver-slack-tools",
+        "Deployment default/agent-assistant",
+        "Secret default/modelapi-inline-api-key",
+        "ModelAPI default/broken",
+    ] {
+        assert!(
+            emitted.iter().any(|(what, _)| what == made),
+            "{made} is searched"
+        );
+    }
     assert!(
-        emitted.iter().any(|(what, _)| what.starts_with("log ")),
-        "the controllers' logs are read"
+        emitted
+            .iter()
+            .any(|(what, _)| what.starts_with("Event default/")),
+        "the events are searched"
     );
 
     let owned = "Secret default/modelapi-inline-api-key";
@@ -251,4 +377,9 @@ async fn no_secret_value_leaves_its_secret() {
         key["valueFrom"]["secretKeyRef"],
         serde_json::json!({"name": "modelapi-inline-api-key", "key": "api-key"})
     );
+
+    // No controller replica crashed meanwhile (one restarted after losing its Lease is no crash).
+    if let Err(crashes) = cluster.restart_exited(&scratch, &[]) {
+        panic!("{crashes}\nlogs in {}", scratch.0.display());
+    }
 }

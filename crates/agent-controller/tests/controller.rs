@@ -2,7 +2,7 @@
 
 mod support;
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
@@ -13,7 +13,10 @@ use kaos_harness::deployments::{env_of, env_value};
 use kaos_harness::fixtures::*;
 use kaos_harness::status::{Conditioned, Phased};
 use serde_json::json;
-use support::{llm, start};
+use support::{llm, reaction_to, start};
+
+/// The ModelAPI `llm`'s path.
+const LLM: &str = "/apis/kaos.tools/v1alpha1/namespaces/default/modelapis/llm";
 
 #[tokio::test]
 async fn waits_for_an_unready_model_api_and_becomes_ready_after_it() {
@@ -34,12 +37,12 @@ async fn waits_for_an_unready_model_api_and_becomes_ready_after_it() {
 
     // What a waiting agent reads of an unready ModelAPI is its readiness: a new endpoint
     // published on the way to Ready wakes no waiting agent.
+    // Fenced: the controller was delivered the ModelAPI's change and has done all it queued.
     let moved = llm().pending_at("http://modelapi-llm.default.svc:8000");
-    h.write_status(&moved).await;
-    let (woken, writes) = h.idle(Duration::from_secs(2)).await;
+    let (woken, writes) = reaction_to(&h, h.write_status(&moved)).await;
     assert_eq!(
         (woken, writes),
-        (0.0, Vec::<String>::new()),
+        (0.0, vec![format!("patch {LLM}/status")]),
         "an unready ModelAPI's new endpoint wakes no waiting agent"
     );
 
@@ -153,19 +156,27 @@ async fn editing_instructions_rolls_once_and_expose_false_removes_the_service() 
         .metadata
         .generation
         .unwrap_or(0);
+    let from = SystemTime::now();
     let patch = json!({"spec": {"config": {"instructions": "v2"}}});
     h.merge_patch::<Agent>("a", patch).await;
     h.until("a", "observed at generation 2", |a: &Agent| {
         a.status.as_ref().and_then(|s| s.observed_generation) == Some(2)
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Fenced: the roll's rollout was simulated and every change since was handled.
+    h.caught_up().await;
     let after = h.get::<Deployment>("agent-a").await;
     assert_eq!(
         after.metadata.generation,
         Some(before + 1),
         "rolled once and only once"
     );
+    let writes = h.writes_since(from);
+    let rolls: Vec<&String> = writes
+        .iter()
+        .filter(|w| w.ends_with("/deployments/agent-a"))
+        .collect();
+    assert_eq!(rolls.len(), 1, "one Deployment write: {writes:?}");
     assert_eq!(
         env_value(&after, "AGENT_INSTRUCTIONS").as_deref(),
         Some("v2")
@@ -190,7 +201,9 @@ async fn deletion_removes_children_and_idle_makes_no_writes() {
     h.until_phase::<Agent>("gone", AgentPhase::Ready).await;
     h.delete::<Agent>("gone").await;
     h.until_gone_with_workload::<Agent>("gone").await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Fenced: the deletion and everything it caused were handled (the peer's roll without it).
+    h.caught_up().await;
+    // The sleep in it is the idle window being measured, after the fence.
     h.assert_no_writes_during(Duration::from_secs(10)).await;
 }
 

@@ -3,8 +3,6 @@
 
 mod support;
 
-use std::time::Duration;
-
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -14,7 +12,7 @@ use kaos_harness::deployments::{env_of, replicas_of};
 use kaos_harness::fixtures::*;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use support::{llm, start};
+use support::{llm, reaction_to, start};
 
 async fn deployment_replicas(cluster: &TestCluster, wanted: i32) {
     let what = format!("asking for {wanted} pods");
@@ -120,43 +118,54 @@ async fn an_autoscaled_agent_leaves_its_replicas_to_the_autoscaler() {
     assert!(h.get_opt::<PodDisruptionBudget>("agent-a").await.is_some());
 
     // The autoscaler scales the Deployment to 4 through its scale subresource.
-    h.api::<Deployment>()
-        .patch_scale(
-            "agent-a",
-            &PatchParams::apply("horizontal-pod-autoscaler"),
-            &Patch::Merge(json!({"spec": {"replicas": 4}})),
-        )
-        .await
-        .expect("scale deployment");
-    h.until("a", "reporting four pods asked for", |a: &Agent| {
-        a.status.as_ref().and_then(|s| s.scale.desired_replicas) == Some(4)
-    })
-    .await;
+    let scale = async {
+        h.api::<Deployment>()
+            .patch_scale(
+                "agent-a",
+                &PatchParams::apply("horizontal-pod-autoscaler"),
+                &Patch::Merge(json!({"spec": {"replicas": 4}})),
+            )
+            .await
+            .expect("scale deployment");
+    };
+    // Fenced: the controller handled the new replicas and all that followed.
+    let (_, writes) = reaction_to(&h, scale).await;
+    let agent = h.get::<Agent>("a").await;
+    assert_eq!(
+        agent.status.and_then(|s| s.scale.desired_replicas),
+        Some(4),
+        "reporting four pods asked for"
+    );
     // Nothing is written back, and a change of the agent rolls its pods at 4.
-    let (_, writes) = h.idle(Duration::from_secs(2)).await;
-    assert!(
-        !writes.iter().any(|w| w.contains("deployments")),
+    let deployment_writes: Vec<&String> = writes
+        .iter()
+        .filter(|w| w.contains("deployments"))
+        .collect();
+    assert_eq!(
+        deployment_writes,
+        ["patch /apis/apps/v1/namespaces/default/deployments/agent-a/scale"],
         "the controller never writes the Deployment back: {writes:?}"
     );
     // The autoscaler's own status writes (every sync while metrics move) wake no reconcile.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let before = h.controller.reconciles();
-    for current in [3, 4] {
-        h.api::<HorizontalPodAutoscaler>()
-            .patch_status(
-                "agent-a",
-                &PatchParams::default(),
-                &Patch::Merge(
-                    json!({"status": {"currentReplicas": current, "desiredReplicas": 4}}),
-                ),
-            )
-            .await
-            .expect("autoscaler status");
-    }
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    let statuses = async {
+        for current in [3, 4] {
+            h.api::<HorizontalPodAutoscaler>()
+                .patch_status(
+                    "agent-a",
+                    &PatchParams::default(),
+                    &Patch::Merge(
+                        json!({"status": {"currentReplicas": current, "desiredReplicas": 4}}),
+                    ),
+                )
+                .await
+                .expect("autoscaler status");
+        }
+    };
+    let autoscaler =
+        "patch /apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers/agent-a/status";
     assert_eq!(
-        h.controller.reconciles(),
-        before,
+        reaction_to(&h, statuses).await,
+        (0.0, vec![autoscaler.to_string(), autoscaler.to_string()]),
         "an autoscaler's status is not the agent's business"
     );
     let edit = json!({"spec": {"config": {"instructions": "be brief"}}});

@@ -17,7 +17,7 @@ use kaos_harness::status::{Conditioned, Phased};
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
-use support::{llm, start};
+use support::{llm, reaction_to, start};
 
 /// Agent `name` on `llm`, listing `peers`.
 fn agent(cluster: &TestCluster, name: &str, peers: &[&str]) {
@@ -94,7 +94,8 @@ async fn a_pair_a_mesh_and_a_self_listing_agent_converge_then_go_quiet() {
         Some(1),
         "a self-listing agent knows its own endpoint from its first build: never rolled"
     );
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Fenced: converged, every change handled; then the idle window measured (its sleep).
+    h.caught_up().await;
     let (reconciles, writes) = h.idle(Duration::from_secs(10)).await;
     assert_eq!(reconciles, 0.0, "reconciles while idle");
     assert!(writes.is_empty(), "writes while idle: {writes:?}");
@@ -138,7 +139,8 @@ async fn a_star_coordinator_is_rolled_once_while_its_workers_get_endpoints() {
     })
     .await;
     all_ready(&h, &["coordinator"]).await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Fenced: every worker's endpoint reached the coordinator and every change was handled.
+    h.caught_up().await;
     let coordinator = h.get::<Deployment>("agent-coordinator").await;
     assert!(
         coordinator.metadata.generation.unwrap_or(0) <= 2,
@@ -156,21 +158,18 @@ async fn a_model_api_change_costs_one_deployment_write_per_agent() {
         agent(&h, name, &[]);
     }
     all_ready(&h, &names).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let from = std::time::SystemTime::now();
+    // Fenced (in reaction_to, before the change and after it): nothing of the convergence is
+    // counted, and every write the change caused is.
     let moved = llm().ready_at("http://modelapi-llm.default.svc.cluster.local:11434");
-    h.write_status(&moved).await;
+    let (_, writes) = reaction_to(&h, h.write_status(&moved)).await;
     for name in names {
-        eventually(&format!("{name} uses the new endpoint"), || async {
-            let d = h.get_opt::<Deployment>(&format!("agent-{name}")).await?;
-            (env_value(&d, "MODEL_API_URL").as_deref()
-                == Some("http://modelapi-llm.default.svc.cluster.local:11434"))
-            .then_some(())
-        })
-        .await;
+        let d = h.get::<Deployment>(&format!("agent-{name}")).await;
+        assert_eq!(
+            env_value(&d, "MODEL_API_URL").as_deref(),
+            Some("http://modelapi-llm.default.svc.cluster.local:11434"),
+            "{name} uses the new endpoint"
+        );
     }
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let writes = h.writes_since(from);
     for name in names {
         assert_eq!(
             deployment_writes(&writes, name),
@@ -180,9 +179,15 @@ async fn a_model_api_change_costs_one_deployment_write_per_agent() {
     }
     // A change agents do not read (a label) reaches none of them.
     let label = json!({"metadata": {"labels": {"team": "ml"}}});
-    h.merge_patch::<ModelAPI>("llm", label).await;
-    let (reconciles, _) = h.idle(Duration::from_secs(2)).await;
-    assert_eq!(reconciles, 0.0);
+    let (reconciles, writes) = reaction_to(&h, h.merge_patch::<ModelAPI>("llm", label)).await;
+    assert_eq!(
+        (reconciles, writes),
+        (
+            0.0,
+            vec!["patch /apis/kaos.tools/v1alpha1/namespaces/default/modelapis/llm".to_string()]
+        ),
+        "a ModelAPI's label wakes no agent"
+    );
 }
 
 #[tokio::test]
@@ -334,14 +339,10 @@ async fn a_foreign_service_is_left_untouched_and_the_agent_recovers_when_it_goes
         .delete("agent-f", &Default::default())
         .await
         .expect("delete");
-    for _ in 0..150 {
-        let agent = h.get::<Agent>("f").await;
-        if agent.phase() == Some(AgentPhase::Ready) {
-            let service = services.get("agent-f").await.expect("ours now");
-            assert!(service.metadata.owner_references.is_some());
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("the agent did not recover after the foreign Service was deleted");
+    h.until_within(Duration::from_secs(15), "f", "Ready again", |a: &Agent| {
+        a.phase() == Some(AgentPhase::Ready)
+    })
+    .await;
+    let service = services.get("agent-f").await.expect("ours now");
+    assert!(service.metadata.owner_references.is_some());
 }

@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 
 use crate::fixtures;
 use crate::status::Phased;
+use crate::watch_tap::Watches;
 
 /// What a test may read and write: a namespaced kind of the in-process cluster.
 pub trait Kind:
@@ -43,20 +44,33 @@ impl<K> Kind for K where
 pub struct TestCluster {
     pub api: ApiServer,
     pub client: kube::Client,
+    /// The watches of `client`, observed when started with [`TestCluster::start_fenced`]
+    /// (`crate::fence`).
+    pub watches: Watches,
 }
 
 impl TestCluster {
     /// A cluster whose Deployments turn ready 20 ms after each change.
     pub fn start() -> Self {
         let api = ApiServer::new(Cluster::default());
+        let client = kube::Client::new(api.clone().router(), "default");
+        Self::start_on(api, client, Watches::default())
+    }
+
+    /// Installs the CRDs on `api` and starts the simulator (Deployments ready 20 ms after each
+    /// change); `client` talks to `api`.
+    pub(crate) fn start_on(api: ApiServer, client: kube::Client, watches: Watches) -> Self {
         kaos_testkit::manifests::apply_path(&api.cluster, &crate::repo_root().join("deploy/crds"))
             .expect("CRDs install");
         tokio::spawn(kaos_testkit::simulator::run(
             api.cluster.clone(),
             Duration::from_millis(20),
         ));
-        let client = kube::Client::new(api.clone().router(), "default");
-        Self { api, client }
+        Self {
+            api,
+            client,
+            watches,
+        }
     }
 
     /// The kind's objects in namespace `default`.

@@ -3,6 +3,8 @@
 //!
 //! - [`cluster`]: an in-process kaos-testkit cluster to apply objects to and wait on;
 //! - [`controller`]: a controller run in-process against it;
+//! - [`fence`] (on [`watch_tap`]): waiting until that controller has caught up with every change, before a test
+//!   asserts that nothing else happened;
 //! - [`fixtures`]: typed test objects (`Agent::test("a").peers(["b"])`) and the statuses their
 //!   controllers would write;
 //! - [`status`] and [`deployments`]: reading what the controllers wrote;
@@ -15,10 +17,12 @@ pub mod built;
 pub mod cluster;
 pub mod controller;
 pub mod deployments;
+pub mod fence;
 pub mod fixtures;
 pub mod processes;
 mod schemas;
 pub mod status;
+pub mod watch_tap;
 
 pub use schemas::Schemas;
 

@@ -54,6 +54,29 @@ async fn names_seen(client: Client, want: usize) -> (Vec<String>, usize) {
     (seen, errors)
 }
 
+/// Watch requests for ConfigMaps the testkit has answered so far. The testkit subscribes a watch
+/// to the cluster's changes before it answers and audits the request, so a change made once this
+/// count has moved reaches that watch: the fence that a watch is open.
+fn configmap_watches(api: &ApiServer) -> usize {
+    let records = api.audit.records();
+    records
+        .iter()
+        .filter(|r| r.verb == "watch" && r.resource == "configmaps" && r.code == 200)
+        .count()
+}
+
+/// Waits until the testkit has answered `count` watches of ConfigMaps.
+async fn until_watches(api: &ApiServer, count: usize) {
+    for _ in 0..2000 {
+        if configmap_watches(api) >= count {
+            return;
+        }
+        // The poll of this wait, not a fence.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("the testkit did not answer {count} watches of ConfigMaps within 10 s");
+}
+
 async fn create_configmaps(client: &Client, names: &[&str]) {
     let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
     for name in names {
@@ -70,19 +93,22 @@ async fn watcher_sees_existing_and_new_objects_in_process_and_over_http() {
     create_configmaps(&in_process, &["a", "b"]).await;
 
     let watching = tokio::spawn(names_seen(in_process.clone(), 3));
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Fenced: c is created once the watcher listed a and b and its watch is open, so c comes
+    // through the watch.
+    until_watches(&api, 1).await;
     create_configmaps(&in_process, &["c"]).await;
     assert_eq!(
         watching.await.expect("task"),
         (vec!["a".to_string(), "b".into(), "c".into()], 0)
     );
 
-    let server = TestServer::start(api, &ServeOptions::default())
+    let server = TestServer::start(api.clone(), &ServeOptions::default())
         .await
         .expect("serve");
     let over_http = http_client(&server).await;
     let watching = tokio::spawn(names_seen(over_http.clone(), 4));
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Fenced as above: the second watch of ConfigMaps is the one over HTTP.
+    until_watches(&api, 2).await;
     create_configmaps(&over_http, &["d"]).await;
     let (seen, errors) = watching.await.expect("task");
     assert_eq!(
@@ -104,9 +130,14 @@ async fn watcher_recovers_from_cut_streams_and_410_gone() {
     });
     let watching = tokio::spawn(names_seen(client.clone(), 20));
     let names: Vec<String> = (0..20).map(|i| format!("cm-{i:02}")).collect();
+    // Fenced: each object is created once the watcher has watched again since the last one was
+    // (after the cut that followed its one event, or after a 410 and a new list), so the objects
+    // meet the watcher's restarts one by one instead of racing them.
+    let mut watches = 0;
     for name in &names {
+        until_watches(&api, watches + 1).await;
+        watches = configmap_watches(&api);
         create_configmaps(&client, &[name]).await;
-        tokio::time::sleep(Duration::from_millis(5)).await;
     }
     // Compaction makes every resume from an old resourceVersion a real 410.
     api.cluster.compact();
@@ -355,40 +386,49 @@ async fn controller_with_owns_and_watches(client: Client) {
                 if secrets.get(name).await.is_ok() {
                     return;
                 }
+                // The poll of this wait, not a fence.
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
             panic!("{name} was never created");
         }
     };
+    let reconciles = || ctx.reconciles.load(Ordering::SeqCst);
+    let until_reconciles = |count: usize, what: &'static str| async move {
+        for _ in 0..200 {
+            if reconciles() >= count {
+                return;
+            }
+            // The poll of this wait, not a fence.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("{what}: {} reconciles, not {count}", reconciles());
+    };
     wait_for("parent-secret").await;
+    // Fenced: the Secret's creation, reported through `owns`, was reconciled too (a no-op), so
+    // no reconcile is pending from here.
+    until_reconciles(2, "the owned Secret's creation reconciled").await;
 
-    // Deleting the owned Secret triggers a reconcile through `owns`, which recreates it.
-    let before = ctx.reconciles.load(Ordering::SeqCst);
+    // Deleting the owned Secret triggers a reconcile through `owns`, which recreates it; its
+    // creation is one more reconcile, as above.
+    let before = reconciles();
     secrets
         .delete("parent-secret", &Default::default())
         .await
         .expect("delete");
     wait_for("parent-secret").await;
-    assert!(ctx.reconciles.load(Ordering::SeqCst) > before);
+    until_reconciles(before + 2, "the deletion and the re-creation reconciled").await;
 
-    // A labelled ConfigMap maps to its target through `watches`.
-    let before = ctx.reconciles.load(Ordering::SeqCst);
+    // A labelled ConfigMap maps to its target through `watches`. In process nothing else is
+    // pending (fenced above), so the next reconcile is the trigger's; over HTTP with cut
+    // watches, each relist reconciles again too, so there the count shows less.
+    let before = reconciles();
     let trigger: ConfigMap =
         serde_json::from_value(json!({"metadata": {"name": "t", "labels": {"trigger": "parent"}}}))
             .expect("trigger");
     cms.create(&PostParams::default(), &trigger)
         .await
         .expect("trigger");
-    for _ in 0..200 {
-        if ctx.reconciles.load(Ordering::SeqCst) > before {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(
-        ctx.reconciles.load(Ordering::SeqCst) > before,
-        "watches mapped the trigger to its target"
-    );
+    until_reconciles(before + 1, "watches mapped the trigger to its target").await;
     assert_eq!(ConfigMap::kind(&()), "ConfigMap");
     running.abort();
 }
