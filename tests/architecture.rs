@@ -360,3 +360,60 @@ fn the_io_rule_sees_io() {
         assert!(io_uses(pure).is_empty(), "{pure} is no IO");
     }
 }
+
+/// A reason written as a literal where a status or problem is made (`Problem::failed("...")`,
+/// `reason: "..."`): reasons are constants, defined once (`kaos_api::conditions` for those of
+/// more than one kind), so the code, docs/troubleshooting.md and the tests name the same ones.
+fn reason_literals(code: &str) -> Vec<String> {
+    let rule = Regex::new(
+        r#"\b(?:failed|waiting)\(\s*"[A-Z][^"]*"|\breason:\s*(?:Some\(\s*)?"[A-Z][A-Za-z]*"|\.reason\s*=\s*"[A-Z]"#,
+    )
+    .expect("valid regex");
+    rule.find_iter(code)
+        .map(|m| m.as_str().to_string())
+        .collect()
+}
+
+#[test]
+fn no_reason_literal_at_a_construction_site() {
+    let mut files = Vec::new();
+    for dir in crates()
+        .iter()
+        .filter(|d| !d.ends_with("kaos-testkit") && !d.ends_with("kaos-harness"))
+    {
+        rust_files(&dir.join("src"), &mut files);
+    }
+    let found: Vec<String> = files
+        .iter()
+        .filter(|file| !file.ends_with("tests.rs"))
+        .flat_map(|file| {
+            let text = code(&std::fs::read_to_string(file).expect("source is readable"));
+            reason_literals(&text)
+                .into_iter()
+                .map(|l| format!("{}: {l}", file.display()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(found.is_empty(), "reasons written as literals: {found:#?}");
+}
+
+#[test]
+fn the_reason_rule_sees_literals() {
+    for literal in [
+        "Problem::failed(\"NoImage\", m)",
+        "Problem::waiting(\n    \"ModelAPINotReady\",\n m)",
+        "Condition { reason: \"DeploymentReady\".into(), .. }",
+        "reason: Some(\"Resolved\".into())",
+    ] {
+        assert!(
+            !reason_literals(literal).is_empty(),
+            "{literal} is a literal"
+        );
+    }
+    for constant in [
+        "Problem::failed(NO_IMAGE, m)",
+        "reason: \"its condition is false\".into()",
+    ] {
+        assert!(reason_literals(constant).is_empty(), "{constant} is none");
+    }
+}

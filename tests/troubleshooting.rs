@@ -13,9 +13,10 @@ const DOC: &str = "docs/troubleshooting.md";
 /// A reason as Kubernetes conditions and events use it: an UpperCamelCase identifier.
 const REASON: &str = r"[A-Z][A-Za-z0-9]*";
 
-/// The crates whose code runs in the controller processes: the process, the workload skeleton
-/// and the controllers. (kaos-testkit's reasons are kube-apiserver's, kaosctl only starts
-/// these controllers.)
+/// The crates whose code runs in the controller processes: the process, the workload skeleton,
+/// the controllers and the API types (whose `conditions` module holds the workload kinds'
+/// reasons). (kaos-testkit's reasons are kube-apiserver's, kaosctl only starts these
+/// controllers.)
 fn controller_crates() -> Vec<PathBuf> {
     let crates = repo_root().join("crates");
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(&crates)
@@ -24,7 +25,10 @@ fn controller_crates() -> Vec<PathBuf> {
         .filter(|p| {
             let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
             name.is_some_and(|n| {
-                n == "kaos-runtime" || n == "kaos-workload" || n.ends_with("-controller")
+                n == "kaos-api"
+                    || n == "kaos-runtime"
+                    || n == "kaos-workload"
+                    || n.ends_with("-controller")
             })
         })
         .collect();

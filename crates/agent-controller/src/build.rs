@@ -2,6 +2,7 @@
 
 use k8s_openapi::api::core::v1::{Container, ContainerPort, EnvVar, PodSpec, Probe};
 use kaos_api::agent::{Agent, MemoryConfig};
+use kaos_api::conditions::{MEMORY_HEALTHY, MEMORY_STORE_NOT_READY, NO_IMAGE};
 use kaos_workload::build::container::{
     self, apply_container_override, env, image, log_level, merge_telemetry, push_if_set,
     python_otel_env, with_user_env,
@@ -197,7 +198,7 @@ pub fn build(agent: &Agent, resolved: &Resolved, settings: &Settings) -> Result<
     let user = spec.workload.container.as_ref();
     let image = image(user, settings.default_agent_image.as_deref()).ok_or_else(|| {
         Problem::failed(
-            "NoImage",
+            NO_IMAGE,
             "no agent image: set spec.container.image or the operator's DEFAULT_AGENT_IMAGE".into(),
         )
     })?;
@@ -258,13 +259,13 @@ fn memory_degraded(bound: &BoundMemory) -> ConditionUpdate<'static> {
         Some(message) => ConditionUpdate {
             type_: MEMORY_DEGRADED,
             status: true,
-            reason: "MemoryStoreNotReady",
+            reason: MEMORY_STORE_NOT_READY,
             message: message.clone(),
         },
         None => ConditionUpdate {
             type_: MEMORY_DEGRADED,
             status: false,
-            reason: "MemoryHealthy",
+            reason: MEMORY_HEALTHY,
             message: format!("MemoryStore {} is ready", bound.store),
         },
     }

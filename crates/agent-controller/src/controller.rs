@@ -31,7 +31,7 @@ use crate::relations::{
 };
 use crate::settings::Settings;
 
-pub const PHASES: &[&str] = &["Pending", "Ready", "Failed", "Waiting"];
+pub const PHASES: &[&str] = &kaos_api::agent::AgentPhase::NAMES;
 
 type Index = Arc<Mutex<RelationIndex>>;
 

@@ -3,6 +3,10 @@
 //! lookups.
 
 use kaos_api::agent::Agent;
+use kaos_api::conditions::{
+    INVALID_MEMORY_READ_SCOPE, MCP_SERVER_NOT_FOUND, MCP_SERVER_NOT_READY, MEMORY_STORE_NOT_FOUND,
+    MEMORY_STORE_NOT_READY, MODEL_API_NOT_FOUND, MODEL_API_NOT_READY, MODEL_NOT_SUPPORTED,
+};
 use kaos_api::mcpserver::MCPServer;
 use kaos_api::memorystore::{self, MemoryStore, ReadScope};
 use kaos_api::modelapi::ModelAPI;
@@ -59,7 +63,7 @@ pub fn resolve<'a>(
     let wait = spec.wait_for_dependencies;
     let Some(model_api) = model_api else {
         return Err(failed(
-            "ModelAPINotFound",
+            MODEL_API_NOT_FOUND,
             format!(
                 "Failed to resolve ModelAPI {}: no ModelAPI of that name in namespace {namespace}",
                 spec.model_api
@@ -69,14 +73,14 @@ pub fn resolve<'a>(
     let model_status = model_api.status.clone().unwrap_or_default();
     if wait && !model_status.ready {
         return Err(waiting(
-            "ModelAPINotReady",
+            MODEL_API_NOT_READY,
             format!("ModelAPI {} is not ready", spec.model_api),
         ));
     }
     if !model_api.spec.serves(&spec.model) {
         // KAOS users' scripts match "not found in models list".
         return Err(failed(
-            "ModelNotSupported",
+            MODEL_NOT_SUPPORTED,
             format!(
                 "model {} not found in models list of ModelAPI {}: [{}]",
                 spec.model,
@@ -89,7 +93,7 @@ pub fn resolve<'a>(
     for name in &spec.mcp_servers {
         let Some(server) = mcp_server(name) else {
             return Err(failed(
-                "MCPServerNotFound",
+                MCP_SERVER_NOT_FOUND,
                 format!(
                     "Failed to resolve MCPServer {name}: no MCPServer of that name in namespace {namespace}"
                 ),
@@ -98,7 +102,7 @@ pub fn resolve<'a>(
         let status = server.status.clone().unwrap_or_default().workload;
         if wait && !status.ready {
             return Err(waiting(
-                "MCPServerNotReady",
+                MCP_SERVER_NOT_READY,
                 format!("MCPServer {name} is not ready"),
             ));
         }
@@ -151,7 +155,7 @@ pub fn bind_memory(
         .unwrap_or(ReadScope::Session);
     if let Some(ceiling) = ceiling.filter(|c| max_read_scope > *c) {
         return Err(failed(
-            "InvalidMemoryReadScope",
+            INVALID_MEMORY_READ_SCOPE,
             format!(
                 "config.memory.maxReadScope {} exceeds MemoryStore {name} maxReadScope {}",
                 max_read_scope.as_str(),
@@ -161,11 +165,11 @@ pub fn bind_memory(
     }
     let degraded = match store {
         None => Some(waiting(
-            "MemoryStoreNotFound",
+            MEMORY_STORE_NOT_FOUND,
             format!("MemoryStore {name} not found"),
         )),
         Some(s) if !s.status.as_ref().is_some_and(|s| s.ready) => Some(waiting(
-            "MemoryStoreNotReady",
+            MEMORY_STORE_NOT_READY,
             format!("MemoryStore {name} is not ready"),
         )),
         Some(_) => None,

@@ -12,7 +12,7 @@ pub const AUTHORIZATION_DISABLED_MESSAGE: &str =
     "Gateway authorization is not enabled; this AccessGrant is not enforced";
 
 /// The ThirdPartyService condition KAOS sets.
-pub const READY: &str = "Ready";
+pub use kaos_api::conditions::READY;
 /// The `Ready` reason KAOS gives when its token exchange is off, always the case here.
 pub const FEATURE_DISABLED: &str = "FeatureDisabled";
 pub const FEATURE_DISABLED_MESSAGE: &str = "Token exchange is disabled";

@@ -437,7 +437,18 @@ impl AgentPhase {
         AgentPhase::Waiting,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    /// Every phase's name, in the order of [`AgentPhase::ALL`] (the `kaos_resources` metric's phases).
+    pub const NAMES: [&'static str; 4] = {
+        let mut names = [""; 4];
+        let mut i = 0;
+        while i < 4 {
+            names[i] = Self::ALL[i].as_str();
+            i += 1;
+        }
+        names
+    };
+
+    pub const fn as_str(self) -> &'static str {
         match self {
             AgentPhase::Pending => "Pending",
             AgentPhase::Ready => "Ready",

@@ -260,7 +260,18 @@ pub enum Phase {
 impl Phase {
     pub const ALL: [Phase; 3] = [Phase::Pending, Phase::Ready, Phase::Failed];
 
-    pub fn as_str(self) -> &'static str {
+    /// Every phase's name, in the order of [`Phase::ALL`] (the `kaos_resources` metric's phases).
+    pub const NAMES: [&'static str; 3] = {
+        let mut names = [""; 3];
+        let mut i = 0;
+        while i < 3 {
+            names[i] = Self::ALL[i].as_str();
+            i += 1;
+        }
+        names
+    };
+
+    pub const fn as_str(self) -> &'static str {
         match self {
             Phase::Pending => "Pending",
             Phase::Ready => "Ready",

@@ -1,6 +1,7 @@
 pub mod access;
 pub mod agent;
 pub mod common;
+pub mod conditions;
 pub mod crd;
 pub mod docs;
 pub mod mcpserver;

@@ -2,6 +2,7 @@
 
 use k8s_openapi::api::core::v1::{Container, ContainerPort, PodSpec, Probe, TCPSocketAction};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kaos_api::conditions::{MISSING_REQUIRED_ENV, NO_IMAGE, REGISTRY_UNAVAILABLE, UNKNOWN_RUNTIME};
 use kaos_api::mcpserver::{CUSTOM_RUNTIME, MCPServer};
 use kaos_workload::build::container::{
     apply_container_override, env, image, log_level, merge_telemetry, python_otel_env,
@@ -61,11 +62,11 @@ fn runtime<'a>(
     }
     let registry = registry
         .as_ref()
-        .map_err(|e| Problem::failed("RegistryUnavailable", e.to_string()))?;
+        .map_err(|e| Problem::failed(REGISTRY_UNAVAILABLE, e.to_string()))?;
     registry.runtimes.get(&s.spec.runtime).map(Some).ok_or_else(|| {
         let known: Vec<&str> = registry.runtimes.keys().map(String::as_str).collect();
         Problem::failed(
-            "UnknownRuntime",
+            UNKNOWN_RUNTIME,
             format!(
                 "runtime \"{}\" is not in the MCP runtime registry (ConfigMap kaos-mcp-runtimes, key runtimes.yaml); known runtimes: {}, or use \"custom\" with spec.container.image",
                 s.spec.runtime,
@@ -87,9 +88,9 @@ pub fn desired(
     let runtime = runtime(s, registry)?;
     let user = s.spec.workload.container.as_ref();
     let image = image(user, runtime.and_then(|r| r.image.as_deref())).ok_or_else(|| match runtime {
-        None => Problem::failed("NoImage", "runtime custom requires spec.container.image".into()),
+        None => Problem::failed(NO_IMAGE, "runtime custom requires spec.container.image".into()),
         Some(_) => Problem::failed(
-            "NoImage",
+            NO_IMAGE,
             format!("runtime \"{}\" has no image in the registry: set spec.container.image or fix the registry", s.spec.runtime),
         ),
     })?;
@@ -160,7 +161,7 @@ pub fn desired(
             .collect();
         if !missing.is_empty() {
             return Err(Problem::failed(
-                "MissingRequiredEnv",
+                MISSING_REQUIRED_ENV,
                 format!(
                     "runtime \"{}\" requires the environment variables {}: set them in spec.container.env (from a Secret)",
                     s.spec.runtime,

@@ -20,7 +20,7 @@ use crate::reconcile::{Context, FINALIZER, phase_of};
 use crate::registry;
 use crate::settings::Settings;
 
-pub const PHASES: &[&str] = &["Pending", "Ready", "Failed"];
+pub const PHASES: &[&str] = &kaos_api::common::Phase::NAMES;
 
 pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
     let routes = watch_routes(&runtime, settings.gateway.gateway_api_enabled).await;

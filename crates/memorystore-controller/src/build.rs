@@ -2,6 +2,7 @@
 //! Service, the data claim of `local` storage, the disruption budget of a store with two pods or
 //! more, and the HTTPRoute when the gateway is on. Pure: no IO.
 
+use kaos_api::conditions::NO_IMAGE;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::DeploymentStrategy;
@@ -275,7 +276,7 @@ pub fn built(
     let user = spec.workload.container.as_ref();
     let image = image(user, settings.default_memory_service_image.as_deref()).ok_or_else(|| {
         Problem::failed(
-            "NoImage",
+            NO_IMAGE,
             "no memory service image: set spec.container.image, or DEFAULT_MEMORY_SERVICE_IMAGE \
              on the memorystore-controller (the chart's defaultImages.memoryService)"
                 .into(),

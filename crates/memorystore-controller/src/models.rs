@@ -21,10 +21,7 @@ pub struct ModelService {
     pub base_url: String,
 }
 
-/// The `Ready` reason while a named ModelAPI does not exist.
-pub const MODEL_API_NOT_FOUND: &str = "ModelAPINotFound";
-/// The `Ready` reason while a named ModelAPI is not ready.
-pub const MODEL_API_NOT_READY: &str = "ModelAPINotReady";
+pub use kaos_api::conditions::{MODEL_API_NOT_FOUND, MODEL_API_NOT_READY};
 
 /// Resolves the store's ModelAPIs through `lookup` (by name, in the store's namespace):
 /// summarization first, then embedding, each found and ready.

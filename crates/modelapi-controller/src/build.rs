@@ -7,6 +7,9 @@ use k8s_openapi::api::core::v1::{
     VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kaos_api::conditions::{
+    MISSING_HOSTED_CONFIG, MISSING_PROXY_CONFIG, NO_IMAGE, NOT_SUPPORTED_IN_HOSTED_MODE,
+};
 use kaos_api::modelapi::{ModelAPI, ModelAPIMode, ProxyConfig};
 use kaos_workload::build::container::{
     apply_container_override, env, http_probe, image, log_level, merge_telemetry, with_user_env,
@@ -44,9 +47,7 @@ const CONFIG_DIR: &str = "/etc/litellm";
 const CONFIG_KEY: &str = "config.yaml";
 const OLLAMA_DATA: &str = "/root/.ollama";
 
-/// `TelemetrySupported`: False when `spec.telemetry` asks for what Hosted mode (Ollama) cannot
-/// do; absent otherwise.
-pub const TELEMETRY_SUPPORTED: &str = "TelemetrySupported";
+pub use kaos_api::conditions::TELEMETRY_SUPPORTED;
 
 pub fn deployment_name(name: &str) -> String {
     format!("modelapi-{name}")
@@ -136,7 +137,7 @@ fn proxy_pod(
     )
     .ok_or_else(|| {
         Problem::failed(
-            "NoImage",
+            NO_IMAGE,
             "no LiteLLM image: set spec.container.image or the operator's DEFAULT_LITELLM_IMAGE"
                 .into(),
         )
@@ -251,7 +252,7 @@ fn hosted_pod(m: &ModelAPI, model: &str, settings: &Settings) -> Result<PodSpec,
     let image =
         image(container_override, settings.default_ollama_image.as_deref()).ok_or_else(|| {
             Problem::failed(
-                "NoImage",
+                NO_IMAGE,
                 "no Ollama image: set spec.container.image or the operator's DEFAULT_OLLAMA_IMAGE"
                     .into(),
             )
@@ -320,7 +321,7 @@ pub fn desired(m: &ModelAPI, settings: &Settings) -> Result<Desired, Problem> {
         ModelAPIMode::Proxy => {
             let proxy = m.spec.proxy_config.as_ref().ok_or_else(|| {
                 Problem::failed(
-                    "MissingProxyConfig",
+                    MISSING_PROXY_CONFIG,
                     "mode Proxy requires spec.proxyConfig".into(),
                 )
             })?;
@@ -330,7 +331,7 @@ pub fn desired(m: &ModelAPI, settings: &Settings) -> Result<Desired, Problem> {
         ModelAPIMode::Hosted => {
             let hosted = m.spec.hosted_config.as_ref().ok_or_else(|| {
                 Problem::failed(
-                    "MissingHostedConfig",
+                    MISSING_HOSTED_CONFIG,
                     "mode Hosted requires spec.hostedConfig".into(),
                 )
             })?;
@@ -439,7 +440,7 @@ pub fn desired(m: &ModelAPI, settings: &Settings) -> Result<Desired, Problem> {
         .then(|| ConditionUpdate {
             type_: TELEMETRY_SUPPORTED,
             status: false,
-            reason: "NotSupportedInHostedMode",
+            reason: NOT_SUPPORTED_IN_HOSTED_MODE,
             message: "telemetry is not supported by Hosted (Ollama) ModelAPIs: spec.telemetry is kept but has no effect".into(),
         })
         .into_iter()

@@ -1,6 +1,7 @@
 //! The LiteLLM `config.yaml` of a Proxy ModelAPI: generated from `proxyConfig`, or the user's own
 //! text checked against `proxyConfig.models`.
 
+use kaos_api::conditions::{INVALID_CONFIG_YAML, MODEL_NOT_ALLOWED};
 use kaos_api::modelapi::{ProxyConfig, model_pattern_matches};
 use serde_json::Value;
 
@@ -52,7 +53,7 @@ pub fn validate(text: &str, models: &[String]) -> Result<(), Problem> {
             .map(|l| format!(" at line {}, column {}", l.line(), l.column()))
             .unwrap_or_default();
         Problem::failed(
-            "InvalidConfigYaml",
+            INVALID_CONFIG_YAML,
             format!("spec.proxyConfig.configYaml.fromString is not valid YAML{at}"),
         )
     })?;
@@ -64,7 +65,7 @@ pub fn validate(text: &str, models: &[String]) -> Result<(), Problem> {
     for (index, entry) in entries.iter().enumerate() {
         let Some(name) = entry.get("model_name").and_then(Value::as_str) else {
             return Err(Problem::failed(
-                "InvalidConfigYaml",
+                INVALID_CONFIG_YAML,
                 format!(
                     "spec.proxyConfig.configYaml.fromString: model_list[{index}] has no model_name"
                 ),
@@ -72,7 +73,7 @@ pub fn validate(text: &str, models: &[String]) -> Result<(), Problem> {
         };
         if !models.iter().any(|m| model_pattern_matches(m, name)) {
             return Err(Problem::failed(
-                "ModelNotAllowed",
+                MODEL_NOT_ALLOWED,
                 format!(
                     "spec.proxyConfig.configYaml.fromString: model_name {} is not allowed by proxyConfig.models [{}]; add it to proxyConfig.models or remove it from the config",
                     quoted(name),

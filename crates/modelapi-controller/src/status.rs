@@ -7,7 +7,7 @@ use kaos_workload::cache::deployment_view::DeploymentView;
 
 use crate::build::{Desired, Problem, TELEMETRY_SUPPORTED, labels};
 
-pub const READY: &str = "Ready";
+pub use kaos_api::conditions::READY;
 
 pub fn status(
     m: &ModelAPI,

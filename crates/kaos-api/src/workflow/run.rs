@@ -139,7 +139,18 @@ impl RunPhase {
         RunPhase::Canceled,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    /// Every phase's name, in the order of [`RunPhase::ALL`] (the `kaos_resources` metric's phases).
+    pub const NAMES: [&'static str; 5] = {
+        let mut names = [""; 5];
+        let mut i = 0;
+        while i < 5 {
+            names[i] = Self::ALL[i].as_str();
+            i += 1;
+        }
+        names
+    };
+
+    pub const fn as_str(self) -> &'static str {
         match self {
             RunPhase::Pending => "Pending",
             RunPhase::Running => "Running",

@@ -5,6 +5,7 @@
 use k8s_openapi::api::core::v1::{Container, ContainerPort, EnvVar, HTTPGetAction, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kaos_api::common::{ContainerOverride, Telemetry};
+use kaos_api::conditions::INVALID_CONTAINER_PORTS;
 
 use crate::build::settings::DataPlaneArgs;
 use crate::desired::Problem;
@@ -97,7 +98,7 @@ pub fn apply_container_override(
         match ports.iter_mut().find(|p| same(p)) {
             Some(generated) if generated.container_port != port.container_port => {
                 return Err(Problem::failed(
-                    "InvalidContainerPorts",
+                    INVALID_CONTAINER_PORTS,
                     format!(
                         "spec.container.ports: port {} must be {}: the Service and the probes use it",
                         port.name.as_deref().unwrap_or("http"),

@@ -13,6 +13,7 @@
 //! nothing (`docs/contract.md` §1, `docs/api.md`).
 
 use k8s_openapi::api::core::v1::PodSpec;
+use kaos_api::conditions::INVALID_POD_SPEC;
 use serde_json::Value;
 
 use crate::build::pod_security::{PodSecurity, secure_pod};
@@ -39,7 +40,7 @@ pub fn workload_pod(
     secure_pod(&mut generated, level, api_token);
     match user {
         Some(patch) => merge_pod_spec(&generated, patch)
-            .map_err(|e| Problem::failed("InvalidPodSpec", e.to_string())),
+            .map_err(|e| Problem::failed(INVALID_POD_SPEC, e.to_string())),
         None => Ok(generated),
     }
 }

@@ -1,6 +1,7 @@
 //! What a Deployment's status says about a workload: the mirror every kind's status carries,
 //! whether it is ready, and the message users see.
 
+use kaos_api::conditions::{DEPLOYMENT_NOT_READY, DEPLOYMENT_READY, READY, ROLLOUT_FAILED};
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -113,17 +114,17 @@ pub fn summarize(build_error: Option<(&'static str, &str)>, rollout: &Rollout) -
         },
         (None, Some(failure), _) => Summary {
             phase: Phase::Failed,
-            reason: "RolloutFailed",
+            reason: ROLLOUT_FAILED,
             message: format!("{}: {failure}", rollout.message),
         },
         (None, None, true) => Summary {
             phase: Phase::Ready,
-            reason: "DeploymentReady",
+            reason: DEPLOYMENT_READY,
             message: rollout.message.clone(),
         },
         (None, None, false) => Summary {
             phase: Phase::Pending,
-            reason: "DeploymentNotReady",
+            reason: DEPLOYMENT_NOT_READY,
             message: rollout.message.clone(),
         },
     }
@@ -174,7 +175,7 @@ fn set_ready_condition(
     now: Time,
 ) {
     let ready = crate::conditions::ConditionUpdate {
-        type_: "Ready",
+        type_: READY,
         status: summary.phase == Phase::Ready.into(),
         reason: summary.reason,
         message: summary.message.clone(),

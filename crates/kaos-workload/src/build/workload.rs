@@ -2,6 +2,7 @@
 //! builders of the children every workload kind shares: the Deployment around a pod spec, the
 //! ClusterIP Service and the Gateway API HTTPRoute (`docs/contract.md` §1–§2).
 
+use kaos_api::conditions::INVALID_NAME;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
@@ -49,7 +50,7 @@ impl Workload {
             return Ok(());
         }
         Err(Problem::failed(
-            "InvalidName",
+            INVALID_NAME,
             format!(
                 "metadata.name {resource:?} cannot name a Service: {name:?} must be a DNS-1035 label (at most 63 lowercase letters, digits and '-'); recreate the resource under a name without '.'"
             ),

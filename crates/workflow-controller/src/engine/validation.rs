@@ -7,7 +7,7 @@ use kaos_api::workflow::AgentWorkflowSpec;
 use crate::engine::dag;
 use crate::schedule::cron::Schedule;
 
-pub const READY: &str = "Ready";
+pub use kaos_api::conditions::READY;
 /// The `Ready=True` reason: the graph, the schedule and the agents named are all fine.
 pub const VALID: &str = "Valid";
 /// The `Ready=False` reason for a cycle, an unknown dependency, or an input or condition that

@@ -1,0 +1,86 @@
+//! The status vocabulary of the workload kinds (Agent, ModelAPI, MCPServer, MemoryStore): the
+//! condition types their controllers set and the reasons they give, each defined once, so the
+//! controllers, their tests and `docs/troubleshooting.md` (kept complete by
+//! `tests/troubleshooting.rs`) name the same ones. A reason written as a literal where a status is
+//! made is refused by `tests/architecture.rs`. The authz and workflow kinds keep theirs beside
+//! their status code (`authz-controller/src/status.rs`, `workflow-controller/src/engine/validation.rs`),
+//! apart from `Ready`.
+
+/// The condition every kind has: whether the resource serves.
+pub const READY: &str = "Ready";
+/// The Agent's: whether its ModelAPI, model, MCP servers, peers and MemoryStore resolved.
+pub const DEPENDENCIES_READY: &str = "DependenciesReady";
+/// The Agent's, while it is bound to a MemoryStore: True while the store is missing or not
+/// ready (the agent serves with short-term memory only).
+pub const MEMORY_DEGRADED: &str = "MemoryDegraded";
+/// The ModelAPI's: False when `spec.telemetry` asks for what Hosted mode (Ollama) cannot do;
+/// absent otherwise.
+pub const TELEMETRY_SUPPORTED: &str = "TelemetrySupported";
+
+// The rollout (every workload kind's `Ready`).
+
+/// The `Ready` reason once the Deployment has its replicas ready.
+pub const DEPLOYMENT_READY: &str = "DeploymentReady";
+/// The `Ready` reason while the Deployment rolls out.
+pub const DEPLOYMENT_NOT_READY: &str = "DeploymentNotReady";
+/// The `Ready` reason when the Deployment passed its progress deadline with nothing ready.
+pub const ROLLOUT_FAILED: &str = "RolloutFailed";
+
+// What the user must fix in the resource (`Failed`).
+
+/// The `Ready` reason for a name its children's Service could not take (a '.').
+pub const INVALID_NAME: &str = "InvalidName";
+/// The `Ready` reason for a `spec.podSpec` that cannot be merged over the generated one.
+pub const INVALID_POD_SPEC: &str = "InvalidPodSpec";
+/// The `Ready` reason for a `spec.container.ports` entry that moves a port the Service and the
+/// probes use.
+pub const INVALID_CONTAINER_PORTS: &str = "InvalidContainerPorts";
+/// The `Ready` reason when no image is set and the operator has no default for the kind.
+pub const NO_IMAGE: &str = "NoImage";
+
+// An Agent's dependencies (its `DependenciesReady`, and `Ready` with it).
+
+/// The `DependenciesReady` reason once every dependency resolved.
+pub const RESOLVED: &str = "Resolved";
+/// The reason when a named ModelAPI does not exist.
+pub const MODEL_API_NOT_FOUND: &str = "ModelAPINotFound";
+/// The reason while a named ModelAPI is not ready.
+pub const MODEL_API_NOT_READY: &str = "ModelAPINotReady";
+/// The reason when the agent's model is not one its ModelAPI serves.
+pub const MODEL_NOT_SUPPORTED: &str = "ModelNotSupported";
+/// The reason when a named MCPServer does not exist.
+pub const MCP_SERVER_NOT_FOUND: &str = "MCPServerNotFound";
+/// The reason while a named MCPServer is not ready.
+pub const MCP_SERVER_NOT_READY: &str = "MCPServerNotReady";
+/// The reason for a `config.memory.maxReadScope` wider than the MemoryStore's.
+pub const INVALID_MEMORY_READ_SCOPE: &str = "InvalidMemoryReadScope";
+/// The reason while the bound MemoryStore does not exist.
+pub const MEMORY_STORE_NOT_FOUND: &str = "MemoryStoreNotFound";
+/// The reason while the bound MemoryStore is not ready.
+pub const MEMORY_STORE_NOT_READY: &str = "MemoryStoreNotReady";
+/// The `MemoryDegraded=False` reason: the bound MemoryStore serves.
+pub const MEMORY_HEALTHY: &str = "MemoryHealthy";
+
+// A ModelAPI's configuration.
+
+/// The `Ready` reason for a `proxyConfig.configYaml` that is not valid YAML or no LiteLLM config.
+pub const INVALID_CONFIG_YAML: &str = "InvalidConfigYaml";
+/// The `Ready` reason for a `model_name` in the LiteLLM config that `proxyConfig.models` does
+/// not allow.
+pub const MODEL_NOT_ALLOWED: &str = "ModelNotAllowed";
+/// The `Ready` reason for a Proxy ModelAPI without `proxyConfig`.
+pub const MISSING_PROXY_CONFIG: &str = "MissingProxyConfig";
+/// The `Ready` reason for a Hosted ModelAPI without `hostedConfig`.
+pub const MISSING_HOSTED_CONFIG: &str = "MissingHostedConfig";
+/// The `TelemetrySupported=False` reason: Ollama (Hosted mode) exports no telemetry.
+pub const NOT_SUPPORTED_IN_HOSTED_MODE: &str = "NotSupportedInHostedMode";
+
+// An MCPServer's runtime.
+
+/// The `Ready` reason when the runtime registry (the ConfigMap `kaos-mcp-runtimes`) is missing
+/// or cannot be read.
+pub const REGISTRY_UNAVAILABLE: &str = "RegistryUnavailable";
+/// The `Ready` reason for a runtime the registry does not know.
+pub const UNKNOWN_RUNTIME: &str = "UnknownRuntime";
+/// The `Ready` reason when an environment variable the runtime requires is not set.
+pub const MISSING_REQUIRED_ENV: &str = "MissingRequiredEnv";
