@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use kaos_api::modelapi::ModelAPI;
-use kaos_harness::processes::{ChartCluster, POLL, Scratch, apply_yaml, scrape};
+use kaos_harness::processes::{ChartCluster, POLL, Scratch, apply_yaml, family_total, scrape};
 use kube::Api;
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::Value;
@@ -197,14 +197,7 @@ async fn queues(cluster: &ChartCluster) -> Vec<(f64, f64)> {
     for (_, replicas) in &cluster.controllers {
         for replica in replicas {
             let metrics = scrape(replica.process.metrics_port).await;
-            let sum = |family: &str| -> f64 {
-                let prefix = format!("{family}{{");
-                metrics
-                    .lines()
-                    .filter(|l| l.starts_with(&prefix))
-                    .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-                    .sum()
-            };
+            let sum = |family: &str| family_total(&metrics, family);
             // A replica that serves no metrics (not up) is never idle.
             let busy = if metrics.is_empty() {
                 f64::INFINITY

@@ -25,6 +25,7 @@ use serde_json::Value;
 
 use crate::cluster::{PATIENCE, TestCluster};
 use crate::controller::ControllerTest;
+use crate::processes::family_total;
 use crate::watch_tap::{Watches, tapped_client};
 
 /// How often the testkit of a fenced cluster sends each watch a bookmark: a fence on a watch
@@ -117,16 +118,6 @@ impl TestCluster {
     }
 }
 
-/// The sum of the samples of a metric family in a scrape.
-fn total(metrics: &str, family: &str) -> f64 {
-    let prefix = format!("{family}{{");
-    metrics
-        .lines()
-        .filter(|l| l.starts_with(&prefix))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 impl ControllerTest {
     /// The fence before asserting that nothing else happened: waits until the controller has
     /// been delivered every change made so far and has finished the reconciles they queued,
@@ -139,8 +130,8 @@ impl ControllerTest {
             .caught_up_and(|| {
                 let text = metrics.encode();
                 let (queued, running) = (
-                    total(&text, "workqueue_depth"),
-                    total(&text, "controller_runtime_active_workers"),
+                    family_total(&text, "workqueue_depth"),
+                    family_total(&text, "controller_runtime_active_workers"),
                 );
                 (queued > 0.0 || running > 0.0).then(|| {
                     format!("the controller has {queued} objects queued, {running} reconciling")

@@ -301,4 +301,14 @@ pub fn sample(metrics: &str, prefix: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// The sum of every sample of a metric family (`family{labels} value`, all labels) in a scrape.
+pub fn family_total(metrics: &str, family: &str) -> f64 {
+    let prefix = format!("{family}{{");
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(&prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 pub const POLL: Duration = Duration::from_millis(100);
