@@ -12,13 +12,10 @@ use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::Runtime;
 use kaos_workload::build::network_policy::NetworkPolicyArgs;
-use kaos_workload::cache;
-use kaos_workload::reconcile::Core;
-use kaos_workload::trigger::claims::Claims;
 use kaos_workload::trigger::index::RelationIndex;
 use kaos_workload::trigger::index::name_of;
 use kaos_workload::trigger::{ChangeTracker, dependents_of, receive};
-use kaos_workload::wiring::{ChildKinds, Controllers, watch_routes, wire};
+use kaos_workload::wiring::{Workload, run_workload};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::Event;
 use tokio::sync::mpsc;
@@ -36,69 +33,51 @@ pub const PHASES: &[&str] = &kaos_api::agent::AgentPhase::NAMES;
 type Index = Arc<Mutex<RelationIndex>>;
 
 pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
-    let routes = watch_routes(&runtime, settings.gateway.gateway_api_enabled).await;
-    let kinds = ChildKinds::workload(routes);
-    let mut controllers = Controllers::new(&runtime);
-    let mut claims = Claims::<CachedAgent>::new(&runtime.namespaces());
-    for namespace in runtime.namespaces() {
-        let ns = namespace.as_deref();
+    let workload = Workload::new(CHILD_SELECTOR, phase_of)
+        .finalizer(FINALIZER)
+        .gateway(settings.gateway.gateway_api_enabled);
+    run_workload(&runtime, workload, |ns| {
         let index = Index::default();
         let (peer_tx, peer_rx) = mpsc::unbounded_channel();
-        let (mut track_claims, rechecks) = claims.for_namespace(&namespace);
-        let mut on_relations = agent_event_handler(
+        let policies = settings.data_plane.network_policy.clone();
+        ns.on_event(agent_event_handler(index.clone(), peer_tx, policies));
+        let (model_apis, model_api_events) = ns.watch::<ModelAPI>();
+        let (mcp_servers, mcp_server_events) = ns.watch::<MCPServer>();
+        let (memory_stores, memory_store_events) = ns.watch::<MemoryStore>();
+        ns.reconcile_on(dependents_of(
+            model_api_events,
+            [
+                (MODEL_API, relations::model_api_view),
+                (MODEL_API_AWAITED, relations::awaited_model_api_view),
+            ],
             index.clone(),
-            peer_tx,
-            settings.data_plane.network_policy.clone(),
-        );
-        let on_agent_event = move |event: &Event<CachedAgent>| {
-            track_claims(event);
-            on_relations(event);
-        };
-        let wiring = wire::<CachedAgent>(&runtime, ns, CHILD_SELECTOR, kinds, on_agent_event);
-        let (model_apis, model_api_events) = cache::cache::<ModelAPI>(&runtime.client, ns, "");
-        let (mcp_servers, mcp_server_events) = cache::cache::<MCPServer>(&runtime.client, ns, "");
-        let (memory_stores, memory_store_events) =
-            cache::cache::<MemoryStore>(&runtime.client, ns, "");
-        controllers.reads(&model_apis);
-        controllers.reads(&mcp_servers);
-        controllers.reads(&memory_stores);
-        let context = Arc::new(Context {
-            core: Core::new(runtime.clone(), wiring.children.clone(), Some(FINALIZER)),
+        ));
+        ns.reconcile_on(dependents_of(
+            mcp_server_events,
+            [
+                (MCP_SERVER, relations::mcp_server_view),
+                (MCP_SERVER_AWAITED, relations::awaited_mcp_server_view),
+            ],
+            index.clone(),
+        ));
+        ns.reconcile_on(dependents_of(
+            memory_store_events,
+            [(MEMORY_STORE, relations::memory_store_view)],
+            index.clone(),
+        ));
+        ns.reconcile_on(receive(peer_rx));
+        Context {
+            core: ns.core(),
             settings: settings.clone(),
             model_apis,
             mcp_servers,
             memory_stores,
-            agents: wiring.store.clone(),
-            ids: claims.ids.clone(),
-            index: index.clone(),
-        });
-        let wiring = wiring
-            .reconcile_on(dependents_of(
-                model_api_events,
-                [
-                    (MODEL_API, relations::model_api_view),
-                    (MODEL_API_AWAITED, relations::awaited_model_api_view),
-                ],
-                index.clone(),
-            ))
-            .reconcile_on(dependents_of(
-                mcp_server_events,
-                [
-                    (MCP_SERVER, relations::mcp_server_view),
-                    (MCP_SERVER_AWAITED, relations::awaited_mcp_server_view),
-                ],
-                index.clone(),
-            ))
-            .reconcile_on(dependents_of(
-                memory_store_events,
-                [(MEMORY_STORE, relations::memory_store_view)],
-                index,
-            ))
-            .reconcile_on(receive(peer_rx))
-            .reconcile_on(rechecks);
-        controllers.add(wiring, context, phase_of);
-    }
-    controllers.run().await
+            agents: ns.store(),
+            ids: ns.ids(),
+            index,
+        }
+    })
+    .await
 }
 
 /// Keeps the index of an Agent's edges and sends the listers of an agent whose endpoint

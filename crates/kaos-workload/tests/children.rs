@@ -14,7 +14,7 @@ use kaos_runtime::{ControllerId, Runtime, RuntimeArgs};
 use kaos_testkit::{ApiServer, Cluster};
 use kaos_workload::cache::child_store::child_store;
 use kaos_workload::converge::{Children, Parent};
-use kaos_workload::desired::{Child, ChildKind, ChildSet};
+use kaos_workload::desired::{Child, ChildSet, ChildType};
 use kaos_workload::reconcile::{Core, status_digest};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
@@ -91,7 +91,7 @@ impl Setup {
 
     fn set(&self, data: &str) -> ChildSet {
         ChildSet {
-            apply: vec![Child::ConfigMap(Box::new(child("child", data, &self.uid)))],
+            apply: vec![Child::new(child("child", data, &self.uid))],
             absent: Vec::new(),
             ..Default::default()
         }
@@ -209,8 +209,8 @@ async fn absent_children_are_deleted_by_name_only_when_we_control_them() {
     let s = setup().await;
     s.converge(ChildSet {
         apply: vec![
-            Child::ConfigMap(Box::new(child("a", "1", &s.uid))),
-            Child::ConfigMap(Box::new(child("b", "1", &s.uid))),
+            Child::new(child("a", "1", &s.uid)),
+            Child::new(child("b", "1", &s.uid)),
         ],
         absent: Vec::new(),
         ..Default::default()
@@ -219,10 +219,10 @@ async fn absent_children_are_deleted_by_name_only_when_we_control_them() {
     s.cached("b", |_| true).await;
     let converged = s
         .converge(ChildSet {
-            apply: vec![Child::ConfigMap(Box::new(child("a", "1", &s.uid)))],
+            apply: vec![Child::new(child("a", "1", &s.uid))],
             absent: vec![
-                (ChildKind::ConfigMap, "b".into()),
-                (ChildKind::ConfigMap, "parent".into()),
+                (ConfigMap::KIND, "b".into()),
+                (ConfigMap::KIND, "parent".into()),
             ],
             ..Default::default()
         })
@@ -337,7 +337,7 @@ async fn a_write_that_changed_nothing_does_not_claim_another_writers_version() {
     }))
     .expect("deployment");
     let set = || ChildSet {
-        apply: vec![Child::Deployment(Box::new(deployment.clone()))],
+        apply: vec![Child::new(deployment.clone())],
         ..Default::default()
     };
     // The first leader creates it; the deployment controller then reports its rollout.

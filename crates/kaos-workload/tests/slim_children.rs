@@ -66,23 +66,20 @@ impl Setup {
     }
 
     fn set(&self, image: &str) -> ChildSet {
-        let deployment = serde_json::from_value(json!({
+        let deployment: Deployment = serde_json::from_value(json!({
             "apiVersion": "apps/v1", "kind": "Deployment", "metadata": self.metadata(),
             "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "test"}},
                 "template": {"metadata": {"labels": {"app": "test"}},
                     "spec": {"containers": [{"name": "main", "image": image}]}}}
         }))
         .expect("deployment");
-        let service = serde_json::from_value(json!({
+        let service: Service = serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "Service", "metadata": self.metadata(),
             "spec": {"selector": {"app": "test"}, "ports": [{"name": "http", "port": 8000}]}
         }))
         .expect("service");
         ChildSet {
-            apply: vec![
-                Child::Deployment(Box::new(deployment)),
-                Child::Service(Box::new(service)),
-            ],
+            apply: vec![Child::new(deployment), Child::new(service)],
             absent: Vec::new(),
             ..Default::default()
         }

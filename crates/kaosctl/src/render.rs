@@ -5,6 +5,7 @@
 
 use anyhow::{Context, bail};
 use authz_controller::status::{AUTHORIZATION_DISABLED, ENFORCED, FEATURE_DISABLED, READY};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kaos_api::access::{AccessGrant, ThirdPartyService};
 use kaos_api::agent::Agent;
@@ -13,7 +14,7 @@ use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
 use kaos_api::workflow::{AgentWorkflow, AgentWorkflowRun};
 use kaos_schema::{CrdSchema, UnknownFields};
-use kaos_workload::desired::{Child, Desired, Problem};
+use kaos_workload::desired::{Desired, Problem};
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
@@ -50,24 +51,14 @@ impl Rendered {
         };
         let endpoint = desired.endpoint.clone();
         let set = desired.into_set();
-        for child in set.apply {
-            let pushed = match child {
-                Child::Deployment(mut d) => {
-                    if let (Some(initial), Some(spec)) = (set.autoscaled_replicas, d.spec.as_mut())
-                    {
-                        spec.replicas = Some(initial);
-                    }
-                    serde_json::to_value(*d)
-                }
-                Child::Service(s) => serde_json::to_value(*s),
-                Child::ConfigMap(c) => serde_json::to_value(*c),
-                Child::Secret(s) => serde_json::to_value(*s),
-                Child::HttpRoute(r) => serde_json::to_value(*r),
-                Child::PersistentVolumeClaim(c) => serde_json::to_value(*c),
-                Child::PodDisruptionBudget(b) => serde_json::to_value(*b),
-                Child::HorizontalPodAutoscaler(a) => serde_json::to_value(*a),
-                Child::NetworkPolicy(p) => serde_json::to_value(*p),
-            };
+        for mut child in set.apply {
+            if let (Some(initial), Some(deployment)) =
+                (set.autoscaled_replicas, child.get_mut::<Deployment>())
+                && let Some(spec) = deployment.spec.as_mut()
+            {
+                spec.replicas = Some(initial);
+            }
+            let pushed = child.to_json();
             self.objects.extend(pushed.ok());
         }
         Some(endpoint)

@@ -2,18 +2,15 @@
 //! namespace, or one for all). Besides its children, each watches the runtime registry: a
 //! change of the registry re-reconciles every MCPServer, and those whose runtime changed roll.
 
-use std::sync::Arc;
-
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kaos_api::mcpserver::MCPServer;
 use kaos_runtime::Runtime;
 use kaos_workload::cache;
-use kaos_workload::reconcile::Core;
-use kaos_workload::trigger::claims::Claims;
-use kaos_workload::wiring::{ChildKinds, Controllers, watch_routes, wire};
+use kaos_workload::wiring::{Workload, run_workload};
 use kube::api::Api;
+use kube::runtime::reflector::Store;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
+use tokio::sync::watch;
 
 use crate::build::CHILD_SELECTOR;
 use crate::reconcile::{Context, FINALIZER, phase_of};
@@ -23,42 +20,54 @@ use crate::settings::Settings;
 pub const PHASES: &[&str] = &kaos_api::common::Phase::NAMES;
 
 pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
-    let routes = watch_routes(&runtime, settings.gateway.gateway_api_enabled).await;
-    let kinds = ChildKinds::workload(routes);
-    let mut controllers = Controllers::new(&runtime);
-    let mut claims = Claims::<MCPServer>::new(&runtime.namespaces());
-    for namespace in runtime.namespaces() {
-        let (track_claims, rechecks) = claims.for_namespace(&namespace);
-        let wiring = wire::<MCPServer>(
-            &runtime,
-            namespace.as_deref(),
-            CHILD_SELECTOR,
-            kinds,
-            track_claims,
-        );
-        let mut wiring = wiring.reconcile_on(rechecks);
-        let (registry_store, registry_writer) = reflector::store();
-        let registry_api: Api<ConfigMap> =
-            Api::namespaced(runtime.client.clone(), &settings.system_namespace);
-        let registry_config =
-            watcher::Config::default().fields(&format!("metadata.name={}", registry::CONFIG_MAP));
-        let registry_events = watcher(registry_api, registry_config)
-            .default_backoff()
-            .modify(cache::slim::<ConfigMap>)
-            .reflect(registry_writer);
-        let registry_events = kaos_workload::cache::relist::after_relists(registry_events);
-        let registry_changes = cache::without_errors(registry_events, "configmaps".into())
-            .touched_objects()
-            .filter_map(|r| async move { r.ok().map(|_| ()) });
-        controllers.reads(&registry_store);
-        let context = Arc::new(Context {
-            core: Core::new(runtime.clone(), wiring.children.clone(), Some(FINALIZER)),
+    let (registry, registry_changes) = watch_registry(&runtime, &settings.system_namespace);
+    let workload = Workload::new(CHILD_SELECTOR, phase_of)
+        .finalizer(FINALIZER)
+        .gateway(settings.gateway.gateway_api_enabled);
+    run_workload(&runtime, workload, |ns| {
+        ns.reads(&registry);
+        ns.reconcile_all_on(changes(registry_changes.clone()));
+        Context {
+            core: ns.core(),
             settings: settings.clone(),
-            registry: registry_store,
-            ids: claims.ids.clone(),
-        });
-        wiring.controller = wiring.controller.reconcile_all_on(registry_changes);
-        controllers.add(wiring, context, phase_of);
-    }
-    controllers.run().await
+            registry: registry.clone(),
+            ids: ns.ids(),
+        }
+    })
+    .await
+}
+
+/// The runtime registry, watched once for the process however many namespaces it serves (the
+/// ConfigMap lives in the operator's namespace): its cache, and a counter each of its changes
+/// moves.
+fn watch_registry(runtime: &Runtime, namespace: &str) -> (Store<ConfigMap>, watch::Receiver<u64>) {
+    let (store, writer) = reflector::store();
+    let api: Api<ConfigMap> = Api::namespaced(runtime.client.clone(), namespace);
+    let only_it =
+        watcher::Config::default().fields(&format!("metadata.name={}", registry::CONFIG_MAP));
+    let events = watcher(api, only_it)
+        .default_backoff()
+        .modify(cache::slim::<ConfigMap>)
+        .reflect(writer);
+    let events = cache::relist::after_relists(events);
+    let mut touched = cache::without_errors(events, "configmaps".into())
+        .touched_objects()
+        .boxed();
+    let (changed, changes) = watch::channel(0);
+    tokio::spawn(async move {
+        while let Some(touched) = touched.next().await {
+            if touched.is_ok() {
+                changed.send_modify(|count| *count += 1);
+            }
+        }
+    });
+    (store, changes)
+}
+
+/// A stream of the registry's changes, for one namespace's Controller (changes that come faster
+/// than it takes them merge into one).
+fn changes(changes: watch::Receiver<u64>) -> impl Stream<Item = ()> + Send + 'static {
+    futures::stream::unfold(changes, |mut changes| async move {
+        changes.changed().await.ok().map(|()| ((), changes))
+    })
 }

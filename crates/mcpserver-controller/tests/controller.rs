@@ -6,11 +6,12 @@ use clap::Parser;
 use k8s_openapi::api::apps::v1::Deployment;
 use kaos_api::common::Phase;
 use kaos_api::mcpserver::MCPServer;
-use kaos_harness::cluster::TestCluster;
+use kaos_harness::cluster::{TestCluster, eventually};
 use kaos_harness::controller::ControllerTest;
 use kaos_harness::deployments::{env_of, image_of, template_annotation};
 use kaos_harness::fixtures::*;
 use kaos_harness::status::{Conditioned, Phased};
+use kube::Api;
 use mcpserver_controller::registry::DEFAULT_RUNTIMES_YAML;
 use mcpserver_controller::settings::Args;
 use serde_json::json;
@@ -140,4 +141,86 @@ async fn a_claimed_security_id_fails_the_newer_server_until_the_holder_goes() {
 
     h.delete::<MCPServer>("a-old").await;
     h.until_phase::<MCPServer>("b-new", Phase::Ready).await;
+}
+
+/// The registry lives in the operator's namespace, whatever namespaces the servers are in: a
+/// controller that watches several namespaces lists and watches it once, and a change of it
+/// reaches the servers of every namespace through the work queue (counted in its metrics).
+#[tokio::test]
+async fn the_registry_is_watched_once_for_every_watched_namespace() {
+    let cluster = TestCluster::start();
+    cluster.install_runtime_registry(DEFAULT_RUNTIMES_YAML);
+    cluster.apply(&namespace("team-b"));
+    let args = Args::try_parse_from([
+        "mcpserver-controller",
+        "--system-namespace=kaos-system",
+        "--watch-namespace=default,team-b",
+    ])
+    .expect("flags");
+    let h = ControllerTest::start(cluster, mcpserver_controller::ID, args.runtime, |runtime| {
+        mcpserver_controller::controller::run(runtime, args.settings)
+    });
+    h.apply(&MCPServer::test("k8s").runtime("kubernetes"));
+    let mut other = MCPServer::test("k8s").runtime("kubernetes");
+    other.metadata.namespace = Some("team-b".into());
+    h.apply(&other);
+    h.until_phase::<MCPServer>("k8s", Phase::Ready).await;
+    let team_b: Api<Deployment> = Api::namespaced(h.client.clone(), "team-b");
+    let image_in_team_b = || async {
+        let deployment = team_b.get_opt("mcpserver-k8s").await.ok().flatten()?;
+        image_of(&deployment)
+    };
+    eventually("team-b's server is deployed", || async {
+        image_in_team_b().await.map(|_| ())
+    })
+    .await;
+    let registry_reads = h
+        .api
+        .audit
+        .records()
+        .into_iter()
+        .filter(|r| r.resource == "configmaps" && r.namespace == "kaos-system")
+        .map(|r| r.verb)
+        .collect::<Vec<_>>();
+    assert_eq!(
+        registry_reads,
+        ["list", "watch"],
+        "one list and one watch of the registry for both namespaces"
+    );
+
+    let adds_before = metric(&h, "workqueue_adds_total");
+    let edited = DEFAULT_RUNTIMES_YAML.replace(
+        "ghcr.io/containers/kubernetes-mcp-server:latest",
+        "ghcr.io/containers/kubernetes-mcp-server:v2",
+    );
+    h.install_runtime_registry(&edited);
+    let v2 = Some("ghcr.io/containers/kubernetes-mcp-server:v2".to_string());
+    h.until("mcpserver-k8s", "rolled to v2", |d: &Deployment| {
+        image_of(d) == v2
+    })
+    .await;
+    eventually("team-b's server rolls to v2", || async {
+        (image_in_team_b().await == v2).then_some(())
+    })
+    .await;
+    assert!(
+        metric(&h, "workqueue_adds_total") >= adds_before + 2.0,
+        "the registry's change queued both servers"
+    );
+    eventually("the work queue drains", || async {
+        (metric(&h, "workqueue_depth") == 0.0).then_some(())
+    })
+    .await;
+}
+
+/// The sum of a metric's series in the controller's metrics.
+fn metric(h: &ControllerTest, name: &str) -> f64 {
+    h.controller
+        .runtime
+        .metrics
+        .encode()
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }

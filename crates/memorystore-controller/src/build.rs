@@ -379,10 +379,7 @@ pub fn built(
     // never deleted by us (the data is the user's).
     if local {
         let claim = claim(store, &workload)?;
-        desired
-            .first
-            .apply
-            .push(Child::PersistentVolumeClaim(Box::new(claim)));
+        desired.first.apply.push(Child::new(claim));
     }
     Ok(desired)
 }

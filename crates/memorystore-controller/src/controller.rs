@@ -9,13 +9,10 @@ use std::sync::{Arc, Mutex};
 use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
 use kaos_runtime::Runtime;
-use kaos_workload::cache;
-use kaos_workload::reconcile::Core;
-use kaos_workload::trigger::claims::Claims;
 use kaos_workload::trigger::dependents_of;
 use kaos_workload::trigger::index::name_of;
 use kaos_workload::trigger::index::{Relation, RelationIndex};
-use kaos_workload::wiring::{ChildKinds, Controllers, watch_routes, wire};
+use kaos_workload::wiring::{ChildKinds, Workload, run_workload};
 use kube::runtime::watcher::Event;
 
 use crate::build::CHILD_SELECTOR;
@@ -26,22 +23,19 @@ use crate::settings::Settings;
 pub const PHASES: &[&str] = &kaos_api::common::Phase::NAMES;
 
 pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
-    let routes = watch_routes(&runtime, settings.gateway.gateway_api_enabled).await;
-    // Replicas fixed by the storage (1 on a local claim), so no autoscaler.
-    let kinds = ChildKinds {
-        claims: true,
-        autoscalers: false,
-        ..ChildKinds::workload(routes)
-    };
-    let mut controllers = Controllers::new(&runtime);
-    let mut claims = Claims::<MemoryStore>::new(&runtime.namespaces());
-    for namespace in runtime.namespaces() {
-        let ns = namespace.as_deref();
-        let (mut track_claims, rechecks) = claims.for_namespace(&namespace);
+    // Replicas fixed by the storage (1 on a local claim), so no autoscaler; no finalizer, as
+    // in KAOS: the children go by garbage collection.
+    let workload = Workload::new(CHILD_SELECTOR, phase_of)
+        .children(ChildKinds {
+            claims: true,
+            autoscalers: false,
+            ..ChildKinds::workload()
+        })
+        .gateway(settings.gateway.gateway_api_enabled);
+    run_workload(&runtime, workload, |ns| {
         let index = Arc::new(Mutex::new(RelationIndex::default()));
         let edges = index.clone();
-        let on_store_event = move |event: &Event<MemoryStore>| {
-            track_claims(event);
+        ns.on_event(move |event: &Event<MemoryStore>| {
             let mut index = edges.lock().unwrap_or_else(|e| e.into_inner());
             match event {
                 Event::Apply(store) | Event::InitApply(store) => {
@@ -50,25 +44,21 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
                 Event::Delete(store) => index.remove(&name_of(store)),
                 Event::Init | Event::InitDone => {}
             }
-        };
-        let wiring = wire::<MemoryStore>(&runtime, ns, CHILD_SELECTOR, kinds, on_store_event);
-        let (model_apis, model_api_events) = cache::cache::<ModelAPI>(&runtime.client, ns, "");
-        controllers.reads(&model_apis);
-        let context = Arc::new(Context {
-            // No finalizer, as in KAOS: the children go by garbage collection.
-            core: Core::new(runtime.clone(), wiring.children.clone(), None),
-            settings: settings.clone(),
-            model_apis,
-            ids: claims.ids.clone(),
         });
-        let wiring = wiring.reconcile_on(rechecks).reconcile_on(dependents_of(
+        let (model_apis, model_api_events) = ns.watch::<ModelAPI>();
+        ns.reconcile_on(dependents_of(
             model_api_events,
             [(MODEL_API, models::model_api_view)],
             index,
         ));
-        controllers.add(wiring, context, phase_of);
-    }
-    controllers.run().await
+        Context {
+            core: ns.core(),
+            settings: settings.clone(),
+            model_apis,
+            ids: ns.ids(),
+        }
+    })
+    .await
 }
 
 /// The relation of a store to each ModelAPI it names.

@@ -2,12 +2,15 @@
 //! storage, the exact ordered environment, the claim, the disruption budget.
 
 use clap::Parser;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
 use kaos_harness::built::{assert_name_labels_and_owner, assert_serves_http_on};
 use kaos_harness::deployments::{env_with_sources, expected_env};
 use kaos_workload::build::pod_security::restricted_violations;
-use kaos_workload::desired::{Child, ChildKind, Problem};
+use kaos_workload::desired::{Child, ChildKind, ChildType, Problem};
 use memorystore_controller::build::{Desired, built as build};
 use memorystore_controller::models::{self, ModelService};
 use memorystore_controller::settings::{Args, Settings};
@@ -50,11 +53,8 @@ fn json_of<T: serde::Serialize>(value: &T) -> Value {
 }
 
 /// The claim `local` storage gets, first.
-fn claim(d: &Desired) -> Option<k8s_openapi::api::core::v1::PersistentVolumeClaim> {
-    d.first.apply.iter().find_map(|c| match c {
-        Child::PersistentVolumeClaim(c) => Some((**c).clone()),
-        _ => None,
-    })
+fn claim(d: &Desired) -> Option<PersistentVolumeClaim> {
+    d.first.apply.iter().find_map(Child::get).cloned()
 }
 
 fn container(d: &Desired) -> Value {
@@ -255,7 +255,7 @@ fn the_budget_follows_the_replicas_and_the_set_removes_it_below_two() {
     let one = built(external(1), &[]).into_set();
     assert!(
         one.absent
-            .contains(&(ChildKind::PodDisruptionBudget, "memorystore-brain".into())),
+            .contains(&(PodDisruptionBudget::KIND, "memorystore-brain".into())),
         "at one pod the budget must go: {:?}",
         one.absent
     );
@@ -264,7 +264,7 @@ fn the_budget_follows_the_replicas_and_the_set_removes_it_below_two() {
         three
             .apply
             .iter()
-            .any(|c| matches!(c, Child::PodDisruptionBudget(_)))
+            .any(|c| c.get::<PodDisruptionBudget>().is_some())
     );
     let kinds: Vec<ChildKind> = built(
         json!({"storage": {"type": "local"}, "models": models_spec()}),
@@ -277,11 +277,7 @@ fn the_budget_follows_the_replicas_and_the_set_removes_it_below_two() {
     .collect();
     assert_eq!(
         kinds,
-        [
-            ChildKind::PersistentVolumeClaim,
-            ChildKind::Deployment,
-            ChildKind::Service
-        ],
+        [PersistentVolumeClaim::KIND, Deployment::KIND, Service::KIND],
         "the claim first: the pod mounts it"
     );
 }

@@ -19,7 +19,7 @@ use kaos_workload::build::podspec::workload_pod;
 use kaos_workload::build::scaling::ScaledChildren;
 use kaos_workload::build::workload::{Workload, owner_of};
 use kaos_workload::conditions::ConditionUpdate;
-use kaos_workload::desired::{Child, ChildKind, ChildSet, WorkloadChildren};
+use kaos_workload::desired::{ChildSet, WorkloadChildren};
 use kaos_workload::hash::{secret_hash, stable_hash};
 use kube::ResourceExt;
 
@@ -414,18 +414,8 @@ pub fn desired(m: &ModelAPI, settings: &Settings) -> Result<Desired, Problem> {
     });
     // The config and the key first, so new pods find what they mount and read.
     let mut first = ChildSet::default();
-    match config_map {
-        Some(config_map) => first.apply.push(Child::ConfigMap(Box::new(config_map))),
-        None => first
-            .absent
-            .push((ChildKind::ConfigMap, config_map_name(&name))),
-    }
-    match api_key_secret {
-        Some(secret) => first.apply.push(Child::Secret(Box::new(secret))),
-        None => first
-            .absent
-            .push((ChildKind::Secret, api_key_secret_name(&name))),
-    }
+    first.wanted(config_map, &config_map_name(&name));
+    first.wanted(api_key_secret, &api_key_secret_name(&name));
     let http_route = workload.http_route(
         "modelapi",
         &name,

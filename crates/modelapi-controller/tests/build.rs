@@ -44,14 +44,8 @@ struct Built {
 }
 
 fn view(desired: Desired) -> Built {
-    let config_map = desired.first.apply.iter().find_map(|c| match c {
-        Child::ConfigMap(c) => Some((**c).clone()),
-        _ => None,
-    });
-    let api_key_secret = desired.first.apply.iter().find_map(|c| match c {
-        Child::Secret(s) => Some((**s).clone()),
-        _ => None,
-    });
+    let config_map = desired.first.apply.iter().find_map(Child::get).cloned();
+    let api_key_secret = desired.first.apply.iter().find_map(Child::get).cloned();
     Built {
         deployment: desired.workload.deployment,
         service: desired

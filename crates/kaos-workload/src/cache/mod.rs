@@ -22,7 +22,7 @@ use std::pin::Pin;
 use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::Api;
-use kube::core::{ApiResource, DynamicObject};
+use kube::core::ApiResource;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
@@ -119,21 +119,8 @@ where
     watch_children(api::<K>(client, namespace), selector)
 }
 
-/// [`child_cache`] for dynamically typed children such as Gateway API HTTPRoutes.
-pub fn dynamic_child_cache(
-    client: &Client,
-    namespace: Option<&str>,
-    resource: &ApiResource,
-    selector: &str,
-) -> (ChildStore<DynamicObject>, Events<DynamicObject>) {
-    let api = match namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
-        None => Api::all_with(client.clone(), resource),
-    };
-    watch_children(api, selector)
-}
-
-fn watch_children<K>(api: Api<K>, selector: &str) -> (ChildStore<K>, Events<K>)
+/// A slim cache of the children `api` lists, selected by `selector`, and its events.
+pub fn watch_children<K>(api: Api<K>, selector: &str) -> (ChildStore<K>, Events<K>)
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {

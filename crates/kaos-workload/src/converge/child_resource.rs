@@ -1,5 +1,5 @@
-//! What converge needs of each child type: its kind, its API, its cache in [`Children`], what
-//! that cache keeps and how it is compared.
+//! What converge needs of each child type: its API, what its cache keeps and how it is
+//! compared. Its name and where its cache is kept are its row in `child_kinds.rs`.
 
 use std::fmt::Debug;
 
@@ -15,39 +15,33 @@ use kube::core::DynamicObject;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::Children;
 use crate::build::gateway::http_route_resource;
-use crate::cache::child_store::ChildStore;
+use crate::cache;
 use crate::cache::deployment_view::DeploymentView;
 use crate::cache::meta_view::MetaView;
 use crate::cache::packed::Labelled;
 use crate::converge::ownership::{stamp_desired_hash, stamp_with};
+#[cfg(doc)]
 use crate::desired::ChildKind;
+use crate::desired::ChildType;
 use crate::hash::secret_hash;
 
-/// What converge needs of a child type: its kind, its API, its cache in [`Children`], what that
-/// cache keeps and how it is compared.
+/// What converge needs of a child type: its API, what its cache keeps and how it is compared.
 pub trait ChildResource:
-    Resource<DynamicType: Eq + std::hash::Hash + Clone>
-    + Clone
-    + Serialize
-    + DeserializeOwned
-    + Debug
-    + Send
-    + Sync
-    + 'static
+    ChildType + Resource<DynamicType: Eq + std::hash::Hash + Clone + Debug> + DeserializeOwned
 {
     /// What the cache keeps of this kind.
     type Cached: Resource<DynamicType = Self::DynamicType>
         + Labelled
         + Clone
         + Serialize
+        + DeserializeOwned
         + Debug
         + Send
         + Sync
         + 'static;
-    /// Its kind, as the builders' sets, the write memory and the changes name it.
-    const KIND: ChildKind;
+    /// Whether a change of its status alone wakes no reconcile (see [`ChildKind`]).
+    const STATUS_IS_NOISE: bool = false;
     /// Whether the cache keeps the whole object, so drift is read from it (else only its
     /// metadata, and its spec's drift from its content version).
     const CACHED_WHOLE: bool;
@@ -67,128 +61,118 @@ pub trait ChildResource:
     fn stamp(desired: &mut Self) -> String {
         stamp_desired_hash(desired)
     }
-    /// Its API in `namespace` (a typed kind's: `namespaced_api!()`).
+    /// Fills in, only when it is written, what the desired object leaves out of the comparison
+    /// (`live`: the cached child, if any): a Deployment's replicas when an autoscaler owns them.
+    fn carry_live(&mut self, _live: Option<&Self::Cached>, _autoscaled: Option<i32>) {}
+    /// Its API in `namespace`, to write it (a typed kind's: `typed_api!()`).
     fn api(client: &kube::Client, namespace: &str) -> Api<Self>;
-    /// The controller's cache of this kind; None when it has no children of this kind.
-    fn store(children: &Children) -> Option<&ChildStore<Self::Cached>>;
+    /// The API its cache watches, in `namespace` (all when None).
+    fn watch_api(client: &kube::Client, namespace: Option<&str>) -> Api<Self::Cached>;
+    /// The kind's dynamic type, for the owner triggers of its cache.
+    fn dynamic_type() -> Self::DynamicType;
 }
 
-/// [`ChildResource::api`] of a typed kind (its type knows its group, version and plural);
+/// [`ChildResource`]'s APIs of a typed kind (its type knows its group, version and plural);
 /// only the HTTPRoute, a `DynamicObject`, needs its `ApiResource` spelled out.
-macro_rules! namespaced_api {
+macro_rules! typed_api {
     () => {
         fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
             Api::namespaced(client.clone(), namespace)
         }
+        fn watch_api(client: &kube::Client, namespace: Option<&str>) -> Api<Self::Cached> {
+            cache::api(client, namespace)
+        }
+        fn dynamic_type() -> Self::DynamicType {}
     };
 }
 
 impl ChildResource for Deployment {
-    const KIND: ChildKind = ChildKind::Deployment;
     type Cached = DeploymentView;
     const CACHED_WHOLE: bool = false;
     fn content_version(meta: &ObjectMeta) -> Option<String> {
         meta.generation.map(|g| g.to_string())
     }
-    namespaced_api!();
-    fn store(children: &Children) -> Option<&ChildStore<Self::Cached>> {
-        Some(&children.deployments)
+    /// An autoscaler's replicas: the live value (at creation, the initial one).
+    fn carry_live(&mut self, live: Option<&DeploymentView>, autoscaled: Option<i32>) {
+        if let (Some(initial), Some(spec)) = (autoscaled, self.spec.as_mut()) {
+            spec.replicas = Some(live.map_or(initial, DeploymentView::replicas));
+        }
     }
+    typed_api!();
 }
 
 impl ChildResource for Service {
-    const KIND: ChildKind = ChildKind::Service;
     type Cached = MetaView<Service>;
     const CACHED_WHOLE: bool = false;
     /// The Service is the workload's address: a port or selector entry a user adds (or changes,
     /// which apply alone would turn into two ports of one name) would send callers elsewhere.
     /// Labels and annotations users add stay (docs/reconcile.md).
     const OWNED_WHOLE: &'static [&'static str] = &["/spec/type", "/spec/ports", "/spec/selector"];
-    namespaced_api!();
-    fn store(children: &Children) -> Option<&ChildStore<Self::Cached>> {
-        Some(&children.services)
-    }
+    typed_api!();
 }
 
 impl ChildResource for ConfigMap {
-    const KIND: ChildKind = ChildKind::ConfigMap;
     type Cached = ConfigMap;
     const CACHED_WHOLE: bool = true;
-    namespaced_api!();
-    fn store(children: &Children) -> Option<&ChildStore<Self::Cached>> {
-        children.config_maps.as_ref()
-    }
+    typed_api!();
 }
 
 impl ChildResource for Secret {
-    const KIND: ChildKind = ChildKind::Secret;
     type Cached = MetaView<Secret>;
     const CACHED_WHOLE: bool = false;
     /// One-way: the stamp is on the object, its content is a secret.
     fn stamp(desired: &mut Self) -> String {
         stamp_with(desired, secret_hash)
     }
-    namespaced_api!();
-    fn store(children: &Children) -> Option<&ChildStore<Self::Cached>> {
-        children.secrets.as_ref()
-    }
+    typed_api!();
 }
 
 impl ChildResource for DynamicObject {
-    const KIND: ChildKind = ChildKind::HttpRoute;
     type Cached = DynamicObject;
     const CACHED_WHOLE: bool = true;
     fn api(client: &kube::Client, namespace: &str) -> Api<Self> {
         Api::namespaced_with(client.clone(), namespace, &http_route_resource())
     }
-    fn store(children: &Children) -> Option<&ChildStore<Self::Cached>> {
-        children.routes.as_ref()
+    fn watch_api(client: &kube::Client, namespace: Option<&str>) -> Api<Self> {
+        match namespace {
+            Some(namespace) => Self::api(client, namespace),
+            None => Api::all_with(client.clone(), &http_route_resource()),
+        }
+    }
+    fn dynamic_type() -> Self::DynamicType {
+        http_route_resource()
     }
 }
 
 impl ChildResource for PersistentVolumeClaim {
-    const KIND: ChildKind = ChildKind::PersistentVolumeClaim;
     type Cached = MetaView<PersistentVolumeClaim>;
     const CACHED_WHOLE: bool = false;
     const CREATE_ONLY: bool = true;
-    namespaced_api!();
-    fn store(children: &Children) -> Option<&ChildStore<Self::Cached>> {
-        children.claims.as_ref()
-    }
+    typed_api!();
 }
 
 impl ChildResource for PodDisruptionBudget {
-    const KIND: ChildKind = ChildKind::PodDisruptionBudget;
     type Cached = MetaView<PodDisruptionBudget>;
     const CACHED_WHOLE: bool = false;
+    const STATUS_IS_NOISE: bool = true;
     /// Its spec moves the generation; the disruption controller's status writes do not.
     fn content_version(meta: &ObjectMeta) -> Option<String> {
         meta.generation.map(|g| g.to_string())
     }
-    namespaced_api!();
-    fn store(children: &Children) -> Option<&ChildStore<Self::Cached>> {
-        children.disruption_budgets.as_ref()
-    }
+    typed_api!();
 }
 
 impl ChildResource for HorizontalPodAutoscaler {
-    const KIND: ChildKind = ChildKind::HorizontalPodAutoscaler;
     type Cached = HorizontalPodAutoscaler;
     const CACHED_WHOLE: bool = true;
-    namespaced_api!();
-    fn store(children: &Children) -> Option<&ChildStore<Self::Cached>> {
-        children.autoscalers.as_ref()
-    }
+    const STATUS_IS_NOISE: bool = true;
+    typed_api!();
 }
 
 impl ChildResource for NetworkPolicy {
-    const KIND: ChildKind = ChildKind::NetworkPolicy;
     type Cached = MetaView<NetworkPolicy>;
     const CACHED_WHOLE: bool = false;
-    namespaced_api!();
-    fn store(children: &Children) -> Option<&ChildStore<Self::Cached>> {
-        children.network_policies.as_ref()
-    }
+    typed_api!();
 }
 
 #[cfg(test)]
@@ -203,24 +187,24 @@ mod tests {
     fn each_child_is_of_its_types_kind() {
         let route = DynamicObject::new("r", &http_route_resource());
         let kinds = [
-            (Child::Deployment(Box::default()), Deployment::KIND),
-            (Child::Service(Box::default()), Service::KIND),
-            (Child::ConfigMap(Box::default()), ConfigMap::KIND),
-            (Child::Secret(Box::default()), Secret::KIND),
-            (Child::HttpRoute(Box::new(route)), DynamicObject::KIND),
+            (Child::new(Deployment::default()), Deployment::KIND),
+            (Child::new(Service::default()), Service::KIND),
+            (Child::new(ConfigMap::default()), ConfigMap::KIND),
+            (Child::new(Secret::default()), Secret::KIND),
+            (Child::new(route), DynamicObject::KIND),
             (
-                Child::PersistentVolumeClaim(Box::default()),
+                Child::new(PersistentVolumeClaim::default()),
                 PersistentVolumeClaim::KIND,
             ),
             (
-                Child::PodDisruptionBudget(Box::default()),
+                Child::new(PodDisruptionBudget::default()),
                 PodDisruptionBudget::KIND,
             ),
             (
-                Child::HorizontalPodAutoscaler(Box::default()),
+                Child::new(HorizontalPodAutoscaler::default()),
                 HorizontalPodAutoscaler::KIND,
             ),
-            (Child::NetworkPolicy(Box::default()), NetworkPolicy::KIND),
+            (Child::new(NetworkPolicy::default()), NetworkPolicy::KIND),
         ];
         let distinct: std::collections::HashSet<_> = kinds.iter().map(|(_, k)| *k).collect();
         assert_eq!(
@@ -231,5 +215,7 @@ mod tests {
         for (child, kind) in kinds {
             assert_eq!(child.kind(), kind);
         }
+        assert!(PodDisruptionBudget::KIND.status_is_noise());
+        assert!(!Deployment::KIND.status_is_noise());
     }
 }

@@ -15,28 +15,23 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service};
-use k8s_openapi::api::networking::v1::NetworkPolicy;
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use kube::core::DynamicObject;
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::cache::child_store::ChildStore;
 use crate::cache::deployment_view::DeploymentView;
-use crate::cache::meta_view::MetaView;
 use crate::cache::packed::Labelled;
 use crate::converge::drift::{covers, holds_whole};
-use crate::converge::expectations::{Expectations, Key, Observed, Verdict};
+use crate::converge::expectations::{Key, Observed, Verdict};
 use crate::converge::ownership::{controlled_by, is_current};
-use crate::desired::{Child, ChildKind, ChildSet};
+use crate::desired::{ChildKind, ChildSet};
 use kaos_runtime::error::{ReconcileError, Step, StepExt};
 use references::{Missing, Reference, Source};
 
+mod child_kinds;
 mod child_resource;
 pub mod drift;
 pub mod expectations;
@@ -44,31 +39,9 @@ mod outcome;
 pub mod ownership;
 pub mod references;
 
+pub use child_kinds::{ChildKinds, ChildRow, Children, OpenCache};
 pub use child_resource::ChildResource;
 pub use outcome::{CHILD_CONFLICT, Conflict, Converged};
-
-/// The slim caches of a controller's children and the memory of its own writes.
-#[derive(Clone)]
-pub struct Children {
-    pub deployments: ChildStore<DeploymentView>,
-    /// Metadata only: converge reads nothing else of a Service.
-    pub services: ChildStore<MetaView<Service>>,
-    /// None for kinds without ConfigMaps.
-    pub config_maps: Option<ChildStore<ConfigMap>>,
-    /// Metadata only, so no secret value is ever cached; None for kinds without Secrets.
-    pub secrets: Option<ChildStore<MetaView<Secret>>>,
-    /// None when the Gateway API is neither enabled nor installed.
-    pub routes: Option<ChildStore<DynamicObject>>,
-    /// Metadata only; None for kinds without volumes.
-    pub claims: Option<ChildStore<MetaView<PersistentVolumeClaim>>>,
-    /// Metadata only; None for kinds without disruption budgets.
-    pub disruption_budgets: Option<ChildStore<MetaView<PodDisruptionBudget>>>,
-    /// Whole (small; their status changes wake nothing); None for kinds never autoscaled.
-    pub autoscalers: Option<ChildStore<HorizontalPodAutoscaler>>,
-    /// Metadata only; None when network policies are off.
-    pub network_policies: Option<ChildStore<MetaView<NetworkPolicy>>>,
-    pub expectations: Arc<Expectations>,
-}
 
 /// The parent a converge works for.
 pub struct Parent<'a> {
@@ -80,7 +53,7 @@ pub struct Parent<'a> {
 
 impl Children {
     pub fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<DeploymentView>> {
-        self.deployments.get(namespace, name)
+        self.deployments.as_ref()?.get(namespace, name)
     }
 
     /// Applies what differs, reports conflicts, deletes what must be absent.
@@ -94,26 +67,10 @@ impl Children {
         let autoscaled = set.autoscaled_replicas;
         for child in set.apply {
             let kind = child.kind();
-            let outcome = match child {
-                Child::Deployment(d) => {
-                    converged.missing = missing_references(parent, &d, &own).await;
-                    // An autoscaler's replicas: the live value (at creation, the initial one).
-                    let carry = |d: &mut Deployment, live: Option<&DeploymentView>| {
-                        if let (Some(initial), Some(spec)) = (autoscaled, d.spec.as_mut()) {
-                            spec.replicas = Some(live.map_or(initial, DeploymentView::replicas));
-                        }
-                    };
-                    self.apply_with(parent, *d, carry).await?
-                }
-                Child::Service(s) => self.apply(parent, *s).await?,
-                Child::ConfigMap(c) => self.apply(parent, *c).await?,
-                Child::Secret(s) => self.apply(parent, *s).await?,
-                Child::HttpRoute(r) => self.apply(parent, *r).await?,
-                Child::PersistentVolumeClaim(c) => self.apply(parent, *c).await?,
-                Child::PodDisruptionBudget(b) => self.apply(parent, *b).await?,
-                Child::HorizontalPodAutoscaler(a) => self.apply(parent, *a).await?,
-                Child::NetworkPolicy(p) => self.apply(parent, *p).await?,
-            };
+            if let Some(deployment) = child.get::<Deployment>() {
+                converged.missing = missing_references(parent, deployment, &own).await;
+            }
+            let outcome = self.apply_child(parent, child, autoscaled).await?;
             match outcome {
                 Applied::Unchanged => {}
                 Applied::Written(name) => converged
@@ -123,24 +80,7 @@ impl Children {
             }
         }
         for (kind, name) in set.absent {
-            let deleted = match kind {
-                ChildKind::Deployment => self.delete::<Deployment>(parent, &name).await?,
-                ChildKind::Service => self.delete::<Service>(parent, &name).await?,
-                ChildKind::ConfigMap => self.delete::<ConfigMap>(parent, &name).await?,
-                ChildKind::Secret => self.delete::<Secret>(parent, &name).await?,
-                ChildKind::HttpRoute => self.delete::<DynamicObject>(parent, &name).await?,
-                ChildKind::PersistentVolumeClaim => {
-                    self.delete::<PersistentVolumeClaim>(parent, &name).await?
-                }
-                ChildKind::PodDisruptionBudget => {
-                    self.delete::<PodDisruptionBudget>(parent, &name).await?
-                }
-                ChildKind::HorizontalPodAutoscaler => {
-                    self.delete::<HorizontalPodAutoscaler>(parent, &name)
-                        .await?
-                }
-                ChildKind::NetworkPolicy => self.delete::<NetworkPolicy>(parent, &name).await?,
-            };
+            let deleted = self.delete_child(parent, kind, &name).await?;
             if deleted {
                 converged
                     .changes
@@ -150,16 +90,9 @@ impl Children {
         Ok(converged)
     }
 
-    async fn apply<K>(&self, parent: &Parent<'_>, desired: K) -> Result<Applied, ReconcileError>
-    where
-        K: ChildResource,
-    {
-        self.apply_with(parent, desired, |_, _| {}).await
-    }
-
-    /// [`Self::apply`], with `carry` filling in, only when it is written, what the desired
-    /// object leaves out of the comparison (it sees the cached child, if any). A kind the
-    /// controller keeps no cache of is not written.
+    /// Applies `desired` unless covered, with `carry` filling in, only when it is written, what
+    /// the desired object leaves out of the comparison (it sees the cached child, if any). A
+    /// kind the controller keeps no cache of is not written.
     async fn apply_with<K>(
         &self,
         parent: &Parent<'_>,
@@ -167,7 +100,7 @@ impl Children {
         carry: impl FnOnce(&mut K, Option<&K::Cached>),
     ) -> Result<Applied, ReconcileError>
     where
-        K: ChildResource,
+        K: ChildRow,
     {
         let Some(store) = K::store(self) else {
             return Ok(Applied::Unchanged);
@@ -331,7 +264,7 @@ impl Children {
     /// Deletes the child if we control it; a kind the controller keeps no cache of has none.
     async fn delete<K>(&self, parent: &Parent<'_>, name: &str) -> Result<bool, ReconcileError>
     where
-        K: ChildResource,
+        K: ChildRow,
     {
         let kind = K::KIND;
         let namespace = parent.namespace;
@@ -372,10 +305,14 @@ impl Children {
 fn own_sources(set: &ChildSet) -> Vec<(Source, String)> {
     set.apply
         .iter()
-        .filter_map(|child| match child {
-            Child::Secret(s) => Some((Source::Secret, s.name_any())),
-            Child::ConfigMap(c) => Some((Source::ConfigMap, c.name_any())),
-            _ => None,
+        .filter_map(|child| {
+            let secret = child
+                .get::<Secret>()
+                .map(|s| (Source::Secret, s.name_any()));
+            secret.or_else(|| {
+                let config_map = child.get::<ConfigMap>();
+                config_map.map(|c| (Source::ConfigMap, c.name_any()))
+            })
         })
         .collect()
 }

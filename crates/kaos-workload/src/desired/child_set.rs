@@ -1,15 +1,17 @@
 //! What a builder asks converge for: the children to apply (each of a known kind) and the
 //! names that must be absent, and a workload's usual set of them.
 
+use std::any::Any;
 use std::fmt::Debug;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service};
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;
 use kube::core::DynamicObject;
+use serde::Serialize;
 
 use kaos_api::scaling::WorkloadScaling;
 
@@ -42,73 +44,121 @@ impl Replicas {
     }
 }
 
-/// The kinds of child a workload can have.
+/// The kind of a child, as the write memory, converge's messages and the builders' absent
+/// names know it. Every kind is a row of converge's child-kind table (`converge/child_kinds.rs`),
+/// the one place that makes them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ChildKind {
-    Deployment,
-    Service,
-    ConfigMap,
-    Secret,
-    HttpRoute,
-    PersistentVolumeClaim,
-    PodDisruptionBudget,
-    HorizontalPodAutoscaler,
-    NetworkPolicy,
+pub struct ChildKind {
+    name: &'static str,
+    status_is_noise: bool,
 }
 
 impl ChildKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ChildKind::Deployment => "Deployment",
-            ChildKind::Service => "Service",
-            ChildKind::ConfigMap => "ConfigMap",
-            ChildKind::Secret => "Secret",
-            ChildKind::HttpRoute => "HTTPRoute",
-            ChildKind::PersistentVolumeClaim => "PersistentVolumeClaim",
-            ChildKind::PodDisruptionBudget => "PodDisruptionBudget",
-            ChildKind::HorizontalPodAutoscaler => "HorizontalPodAutoscaler",
-            ChildKind::NetworkPolicy => "NetworkPolicy",
+    /// Made by the child-kind table only, so every kind converge meets is one it can write.
+    pub(crate) const fn new(name: &'static str, status_is_noise: bool) -> Self {
+        Self {
+            name,
+            status_is_noise,
         }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        self.name
     }
 
     /// Whether a change of the child's status alone is none of its owner's business (the
     /// autoscaler's and disruption controller's frequent status writes wake no reconcile).
     pub fn status_is_noise(self) -> bool {
-        matches!(
-            self,
-            ChildKind::PodDisruptionBudget | ChildKind::HorizontalPodAutoscaler
-        )
+        self.status_is_noise
     }
 }
 
-/// One desired child.
-#[derive(Clone, Debug)]
-pub enum Child {
-    Deployment(Box<Deployment>),
-    Service(Box<Service>),
-    ConfigMap(Box<ConfigMap>),
-    Secret(Box<Secret>),
-    HttpRoute(Box<DynamicObject>),
-    /// Created once and then left alone (see [`ChildResource::CREATE_ONLY`]).
-    PersistentVolumeClaim(Box<PersistentVolumeClaim>),
-    PodDisruptionBudget(Box<PodDisruptionBudget>),
-    HorizontalPodAutoscaler(Box<HorizontalPodAutoscaler>),
-    NetworkPolicy(Box<NetworkPolicy>),
+/// A type a builder can ask converge for: exactly the rows of converge's child-kind table
+/// (sealed: only that table implements it, so converge can write every [`Child`]).
+pub trait ChildType: Sealed + Clone + Debug + Serialize + Send + Sync + 'static {
+    const KIND: ChildKind;
+}
+
+/// Implemented by the child-kind table alone.
+pub trait Sealed {}
+
+/// One desired child, of any [`ChildType`].
+#[derive(Debug)]
+pub struct Child {
+    kind: ChildKind,
+    object: Box<dyn Erased>,
 }
 
 impl Child {
-    pub fn kind(&self) -> ChildKind {
-        match self {
-            Child::Deployment(_) => ChildKind::Deployment,
-            Child::Service(_) => ChildKind::Service,
-            Child::ConfigMap(_) => ChildKind::ConfigMap,
-            Child::Secret(_) => ChildKind::Secret,
-            Child::HttpRoute(_) => ChildKind::HttpRoute,
-            Child::PersistentVolumeClaim(_) => ChildKind::PersistentVolumeClaim,
-            Child::PodDisruptionBudget(_) => ChildKind::PodDisruptionBudget,
-            Child::HorizontalPodAutoscaler(_) => ChildKind::HorizontalPodAutoscaler,
-            Child::NetworkPolicy(_) => ChildKind::NetworkPolicy,
+    pub fn new<T: ChildType>(object: T) -> Self {
+        Self {
+            kind: T::KIND,
+            object: Box::new(object),
         }
+    }
+
+    pub fn kind(&self) -> ChildKind {
+        self.kind
+    }
+
+    /// The object, if it is a `T`.
+    pub fn get<T: ChildType>(&self) -> Option<&T> {
+        self.object.as_any().downcast_ref()
+    }
+
+    pub fn get_mut<T: ChildType>(&mut self) -> Option<&mut T> {
+        self.object.as_any_mut().downcast_mut()
+    }
+
+    /// The object if it is a `T`, else the child back.
+    pub fn take<T: ChildType>(self) -> Result<T, Self> {
+        if self.object.as_any().is::<T>() {
+            let object = self.object.into_any().downcast::<T>();
+            Ok(*object.expect("the type was just checked"))
+        } else {
+            Err(self)
+        }
+    }
+
+    /// The object as the API server would receive it.
+    pub fn to_json(&self) -> serde_json::Result<serde_json::Value> {
+        self.object.to_json()
+    }
+}
+
+impl Clone for Child {
+    fn clone(&self) -> Self {
+        Self {
+            kind: self.kind,
+            object: self.object.clone_box(),
+        }
+    }
+}
+
+/// A [`ChildType`] behind a box: what [`Child`] needs of it whatever its type.
+trait Erased: Any + Debug + Send + Sync {
+    fn as_any(&self) -> &dyn Any;
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+    fn into_any(self: Box<Self>) -> Box<dyn Any>;
+    fn clone_box(&self) -> Box<dyn Erased>;
+    fn to_json(&self) -> serde_json::Result<serde_json::Value>;
+}
+
+impl<T: ChildType> Erased for T {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+    fn clone_box(&self) -> Box<dyn Erased> {
+        Box::new(self.clone())
+    }
+    fn to_json(&self) -> serde_json::Result<serde_json::Value> {
+        serde_json::to_value(self)
     }
 }
 
@@ -122,6 +172,16 @@ pub struct ChildSet {
     /// compared, and a write carries the live value (this initial one at creation), so the
     /// controller never changes them.
     pub autoscaled_replicas: Option<i32>,
+}
+
+impl ChildSet {
+    /// `child` applied when some, else the `T` named `name` absent.
+    pub fn wanted<T: ChildType>(&mut self, child: Option<T>, name: &str) {
+        match child {
+            Some(child) => self.apply.push(Child::new(child)),
+            None => self.absent.push((T::KIND, name.to_string())),
+        }
+    }
 }
 
 /// The children every kind's workload has, as its builder produces them.
@@ -176,39 +236,12 @@ impl WorkloadChildren {
     pub fn into_set(self) -> ChildSet {
         let name = self.deployment.name_any();
         let mut set = ChildSet::default();
-        let wanted = |child: Option<Child>, kind: ChildKind, set: &mut ChildSet| match child {
-            Some(child) => set.apply.push(child),
-            None => set.absent.push((kind, name.clone())),
-        };
-        wanted(
-            self.network_policy
-                .map(|p| Child::NetworkPolicy(Box::new(p))),
-            ChildKind::NetworkPolicy,
-            &mut set,
-        );
-        set.apply.push(Child::Deployment(Box::new(self.deployment)));
-        wanted(
-            self.service.map(|s| Child::Service(Box::new(s))),
-            ChildKind::Service,
-            &mut set,
-        );
-        wanted(
-            self.http_route.map(|r| Child::HttpRoute(Box::new(r))),
-            ChildKind::HttpRoute,
-            &mut set,
-        );
-        wanted(
-            self.autoscaler
-                .map(|a| Child::HorizontalPodAutoscaler(Box::new(a))),
-            ChildKind::HorizontalPodAutoscaler,
-            &mut set,
-        );
-        wanted(
-            self.disruption_budget
-                .map(|b| Child::PodDisruptionBudget(Box::new(b))),
-            ChildKind::PodDisruptionBudget,
-            &mut set,
-        );
+        set.wanted(self.network_policy, &name);
+        set.apply.push(Child::new(self.deployment));
+        set.wanted(self.service, &name);
+        set.wanted(self.http_route, &name);
+        set.wanted(self.autoscaler, &name);
+        set.wanted(self.disruption_budget, &name);
         if let Replicas::Autoscaled { initial } = self.replicas {
             set.autoscaled_replicas = Some(initial);
         }

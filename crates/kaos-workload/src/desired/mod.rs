@@ -6,7 +6,8 @@
 
 mod child_set;
 
-pub use child_set::{Child, ChildKind, ChildSet, Replicas, WorkloadChildren};
+pub(crate) use child_set::Sealed;
+pub use child_set::{Child, ChildKind, ChildSet, ChildType, Replicas, WorkloadChildren};
 
 use crate::conditions::ConditionUpdate;
 
@@ -101,10 +102,12 @@ impl Problem {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::{ConfigMap, Service};
 
     #[test]
     fn the_first_children_come_before_the_workloads() {
-        let deployment = k8s_openapi::api::apps::v1::Deployment {
+        let deployment = Deployment {
             metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
                 name: Some("w".into()),
                 ..Default::default()
@@ -112,14 +115,11 @@ mod tests {
             ..Default::default()
         };
         let mut desired = Desired::of(WorkloadChildren::plain(deployment, None, None), None);
-        desired
-            .first
-            .absent
-            .push((ChildKind::ConfigMap, "c".into()));
+        desired.first.absent.push((ConfigMap::KIND, "c".into()));
         let set = desired.into_set();
-        assert_eq!(set.absent[0], (ChildKind::ConfigMap, "c".into()));
-        assert_eq!(set.apply[0].kind(), ChildKind::Deployment);
-        assert!(set.absent.contains(&(ChildKind::Service, "w".into())));
+        assert_eq!(set.absent[0], (ConfigMap::KIND, "c".into()));
+        assert_eq!(set.apply[0].kind(), Deployment::KIND);
+        assert!(set.absent.contains(&(Service::KIND, "w".into())));
     }
 
     #[test]

@@ -181,6 +181,7 @@ fn content_digest<C: Serialize>(child: &C) -> u64 {
 mod tests {
     use super::*;
     use crate::converge::expectations::Verdict;
+    use crate::desired::ChildType;
     use k8s_openapi::api::apps::v1::Deployment;
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::ResourceExt;
@@ -198,7 +199,7 @@ mod tests {
     }
 
     fn changes(expectations: &Arc<Expectations>) -> ChildChanges<Deployment> {
-        ChildChanges::new(ChildKind::ConfigMap, expectations.clone())
+        ChildChanges::new(ConfigMap::KIND, expectations.clone())
     }
 
     /// The resourceVersion of the child passed on, if any.

@@ -1,8 +1,6 @@
 //! What the converge tests share: the parent that owns the children, synced caches of the
 //! children, and the children of one process.
 
-use std::sync::Arc;
-
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kaos_workload::cache::child_store::ChildStore;
@@ -41,15 +39,9 @@ pub fn children(
     config_maps: Option<ChildStore<ConfigMap>>,
 ) -> Children {
     Children {
-        deployments,
-        services,
+        deployments: Some(deployments),
+        services: Some(services),
         config_maps,
-        secrets: None,
-        routes: None,
-        claims: None,
-        disruption_budgets: None,
-        autoscalers: None,
-        network_policies: None,
-        expectations: Arc::default(),
+        ..Children::default()
     }
 }

@@ -1,19 +1,19 @@
 //! Wiring a kind into kube-runtime: [`wire`] builds a Controller from slim caches (the primary
 //! triggers only on spec changes and deletion, children on any change but the echo of our own
-//! write, with a short debounce that merges bursts), and [`Controllers`] runs every Controller of
-//! one process, whatever its kinds: readiness once every cache it reads has synced, the
-//! `kaos_resources` gauge of each kind, and shutdown, written once for every controller binary.
+//! write, with a short debounce that merges bursts); [`run_workload`] wires a workload kind in
+//! every watched namespace in one call; [`Controllers`] runs every Controller of one process.
 
-use std::collections::BTreeMap;
+mod controllers;
+mod workload;
+
+pub use controllers::Controllers;
+pub use workload::{Namespace, Workload, run_workload};
+
 use std::future::Future;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, Stream, StreamExt, TryStreamExt};
-use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service};
-use k8s_openapi::api::networking::v1::NetworkPolicy;
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kaos_runtime::Runtime;
 use kaos_runtime::error::ReconcileError;
 use kube::runtime::controller;
@@ -25,42 +25,22 @@ use tokio::sync::mpsc;
 
 use crate::build::gateway::http_route_resource;
 use crate::cache;
-use crate::cache::child_store::{ChildStore, child_store};
-use crate::cache::deployment_view::DeploymentView;
-use crate::cache::meta_view::MetaView;
-use crate::converge::Children;
+use crate::cache::child_store::ChildStore;
+pub use crate::converge::ChildKinds;
 use crate::converge::expectations::Expectations;
-use crate::desired::ChildKind;
+use crate::converge::{ChildRow, Children, OpenCache};
 use crate::reconcile::{Primary, Reconciles, parent_keys};
 use crate::trigger::child_changes::{ChildChanges, child_changes};
 use crate::trigger::{PrimaryChanges, receive};
 
-/// Which optional children a kind has.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ChildKinds {
-    /// A kind whose controller writes only its status (no Deployment, no Service): nothing is
-    /// watched but the primary.
-    pub status_only: bool,
-    pub config_maps: bool,
-    /// Secrets the controller writes (a ModelAPI's inline API key), cached as metadata only.
-    pub secrets: bool,
-    pub routes: bool,
-    /// PersistentVolumeClaims, created once and never updated.
-    pub claims: bool,
-    pub disruption_budgets: bool,
-    /// HorizontalPodAutoscalers (`spec.autoscaling`).
-    pub autoscalers: bool,
-    /// NetworkPolicies (when the operator generates them).
-    pub network_policies: bool,
-}
-
 impl ChildKinds {
-    /// The children of a workload: its Deployment and Service, HTTPRoutes when `routes`, an
-    /// autoscaler, a disruption budget, and NetworkPolicies (always watched: policies left from
-    /// when they were on are deleted once they are off).
-    pub fn workload(routes: bool) -> Self {
+    /// The children of a workload: its Deployment and Service, an autoscaler, a disruption
+    /// budget, and NetworkPolicies (always watched: policies left from when they were on are
+    /// deleted once they are off); HTTPRoutes are [`watch_routes`]'s to decide.
+    pub fn workload() -> Self {
         Self {
-            routes,
+            deployments: true,
+            services: true,
             autoscalers: true,
             disruption_budgets: true,
             network_policies: true,
@@ -68,12 +48,10 @@ impl ChildKinds {
         }
     }
 
-    /// A kind whose controller writes only its status.
+    /// A kind whose controller writes only its status (no Deployment, no Service): nothing is
+    /// watched but the primary.
     pub fn status_only() -> Self {
-        Self {
-            status_only: true,
-            ..Self::default()
-        }
+        Self::default()
     }
 }
 
@@ -227,99 +205,49 @@ where
     }
     .boxed();
     let mut synced = vec![primary_synced];
-    let mut optional = OptionalChildren {
+    let mut caches = ChildCaches {
         runtime,
         namespace,
         selector,
         expectations: &expectations,
         synced: &mut synced,
+        controller: Some(controller),
     };
-    let workloads = !kinds.status_only;
-    let (controller, deployments) =
-        optional.cache::<K, DeploymentView>(workloads, controller, ChildKind::Deployment);
-    let (controller, services) =
-        optional.cache::<K, MetaView<Service>>(workloads, controller, ChildKind::Service);
-    let (controller, config_maps) =
-        optional.cache::<K, ConfigMap>(kinds.config_maps, controller, ChildKind::ConfigMap);
-    let (controller, secrets) =
-        optional.cache::<K, MetaView<Secret>>(kinds.secrets, controller, ChildKind::Secret);
-    let (controller, claims) = optional.cache::<K, MetaView<PersistentVolumeClaim>>(
-        kinds.claims,
-        controller,
-        ChildKind::PersistentVolumeClaim,
-    );
-    let (controller, disruption_budgets) = optional.cache::<K, MetaView<PodDisruptionBudget>>(
-        kinds.disruption_budgets,
-        controller,
-        ChildKind::PodDisruptionBudget,
-    );
-    let (controller, autoscalers) = optional.cache::<K, HorizontalPodAutoscaler>(
-        kinds.autoscalers,
-        controller,
-        ChildKind::HorizontalPodAutoscaler,
-    );
-    let (mut controller, network_policies) = optional.cache::<K, MetaView<NetworkPolicy>>(
-        kinds.network_policies,
-        controller,
-        ChildKind::NetworkPolicy,
-    );
-    let mut routes = None;
-    if kinds.routes {
-        let resource = http_route_resource();
-        let (store, events) = cache::dynamic_child_cache(client, namespace, &resource, selector);
-        let changes = ChildChanges::new(ChildKind::HttpRoute, expectations.clone());
-        controller = owns(controller, runtime, events, changes, resource);
-        synced.push(ready(&store));
-        routes = Some(store);
-    }
+    let children = Children::open(kinds, expectations.clone(), &mut caches);
+    let controller = caches
+        .controller
+        .take()
+        .expect("the Controller is put back");
     Wiring {
         controller,
         store,
-        children: Children {
-            // A status-only kind converges nothing: its stores stay empty, unwatched.
-            deployments: deployments.unwrap_or_else(|| child_store().0),
-            services: services.unwrap_or_else(|| child_store().0),
-            config_maps,
-            secrets,
-            routes,
-            claims,
-            disruption_budgets,
-            autoscalers,
-            network_policies,
-            expectations,
-        },
+        children,
         synced,
         runtime: runtime.clone(),
     }
 }
 
-/// What wiring an optional child kind needs: its slim cache joins the Controller's triggers and
-/// the caches to sync.
-struct OptionalChildren<'a> {
+/// Opens the children's caches: each joins the Controller's triggers and the caches to sync.
+struct ChildCaches<'a, K: Primary> {
     runtime: &'a Runtime,
     namespace: Option<&'a str>,
     selector: &'a str,
     expectations: &'a Arc<Expectations>,
     synced: &'a mut Vec<BoxFuture<'static, ()>>,
+    /// Taken and put back by each cache's trigger.
+    controller: Option<Controller<K>>,
 }
 
-impl OptionalChildren<'_> {
-    /// The cache of `C` when `wanted`, with `controller` triggered by its changes.
-    fn cache<K: Primary, C: cache::Watched + Resource<DynamicType = ()> + Serialize>(
-        &mut self,
-        wanted: bool,
-        controller: Controller<K>,
-        kind: ChildKind,
-    ) -> (Controller<K>, Option<ChildStore<C>>) {
-        if !wanted {
-            return (controller, None);
-        }
-        let (store, events) =
-            cache::child_cache::<C>(&self.runtime.client, self.namespace, self.selector);
-        let changes = ChildChanges::new(kind, self.expectations.clone());
-        let controller = owns(controller, self.runtime, events, changes, ());
+impl<K: Primary> OpenCache for ChildCaches<'_, K> {
+    fn open<C: ChildRow>(&mut self) -> ChildStore<C::Cached> {
+        let api = C::watch_api(&self.runtime.client, self.namespace);
+        let (store, events) = cache::watch_children(api, self.selector);
+        let changes = ChildChanges::new(C::KIND, self.expectations.clone());
+        let controller = self.controller.take().expect("the Controller is put back");
+        let controller = owns(controller, self.runtime, events, changes, C::dynamic_type());
+        self.controller = Some(controller);
         self.synced.push(ready(&store));
-        (controller, Some(store))
+        store
     }
 }
 
@@ -376,92 +304,19 @@ impl<K: Primary> Wiring<K> {
         }));
         self
     }
-}
 
-/// Reads the phase of every object of one kind in one cache.
-type PhaseReader = Box<dyn Fn(&mut dyn FnMut(Option<&'static str>)) + Send + Sync>;
-
-/// Every Controller one process runs (a kind per watched namespace, or one for all), and the
-/// caches they read. [`Controllers::run`] marks the process ready once all of them have synced,
-/// keeps each kind's `kaos_resources` gauge, and runs them until shutdown.
-pub struct Controllers {
-    runtime: Runtime,
-    synced: Vec<BoxFuture<'static, ()>>,
-    running: Vec<BoxFuture<'static, ()>>,
-    phases: BTreeMap<&'static str, Vec<PhaseReader>>,
-}
-
-impl Controllers {
-    pub fn new(runtime: &Runtime) -> Self {
-        Self {
-            runtime: runtime.clone(),
-            synced: Vec::new(),
-            running: Vec::new(),
-            phases: BTreeMap::new(),
-        }
-    }
-
-    /// A dependency's cache the reconciles read: the process is ready once it has synced too.
-    pub fn reads<D>(&mut self, cache: &Store<D>)
-    where
-        D: Resource + Clone + Send + Sync + 'static,
-        D::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
-    {
-        let cache = cache.clone();
-        self.synced.push(
-            async move {
-                let _ = cache.wait_until_ready().await;
+    /// A trigger that reconciles every object of the Controller's cache (a change every one of
+    /// them reads, such as the MCPServer runtime registry), counted into the work queue.
+    pub fn reconcile_all_on(mut self, trigger: impl Stream<Item = ()> + Send + 'static) -> Self {
+        let (store, queue) = (self.store.clone(), self.runtime.clone());
+        self.controller = self.controller.reconcile_all_on(trigger.inspect(move |()| {
+            for object in store.state() {
+                queue.enqueued(&queue_key(
+                    object.meta().namespace.as_deref(),
+                    &object.name_any(),
+                ));
             }
-            .boxed(),
-        );
-    }
-
-    /// Runs `wiring`'s Controller with `context`'s reconcile; `phase_of` gives the phase each
-    /// object counts under in `kaos_resources` (none: `Pending`).
-    pub fn add<K, C>(
-        &mut self,
-        mut wiring: Wiring<K>,
-        context: Arc<C>,
-        phase_of: fn(&K) -> Option<&'static str>,
-    ) where
-        K: Primary,
-        C: Reconciles<K>,
-    {
-        self.synced.append(&mut wiring.synced);
-        let store = wiring.store.clone();
-        let kind = K::kind(&());
-        let Some(&(kind, _)) = self.runtime.id.kinds.iter().find(|(k, _)| *k == kind) else {
-            panic!("the controller's ControllerId lists no phases of {kind}");
-        };
-        self.phases
-            .entry(kind)
-            .or_default()
-            .push(Box::new(move |count| {
-                for object in store.state() {
-                    count(phase_of(&object));
-                }
-            }));
-        let runtime = self.runtime.clone();
-        self.running.push(wiring.run(&runtime, context).boxed());
-    }
-
-    /// Runs every Controller until shutdown.
-    pub async fn run(self) -> anyhow::Result<()> {
-        let Self {
-            runtime,
-            synced,
-            running,
-            phases,
-        } = self;
-        runtime.mark_ready_when(synced);
-        for (kind, readers) in phases {
-            runtime.track_phases(kind, move |count| {
-                for read in &readers {
-                    read(count);
-                }
-            });
-        }
-        futures::future::join_all(running).await;
-        Ok(())
+        }));
+        self
     }
 }
