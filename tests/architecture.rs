@@ -242,10 +242,13 @@ fn kaosctl_render_assembles_no_kind_of_its_own() {
     // It gathers each kind's inputs from the manifests and prints what that kind's `desired()`
     // returns: putting children together itself would let a rendered object and a reconciled
     // one differ.
-    let text = code(
-        &std::fs::read_to_string(repo_root().join("crates/kaosctl/src/render.rs"))
-            .expect("render.rs is readable"),
-    );
+    let mut files = Vec::new();
+    rust_files(&repo_root().join("crates/kaosctl/src/render"), &mut files);
+    assert!(!files.is_empty(), "kaosctl render's sources are found");
+    let text: String = files
+        .iter()
+        .map(|f| code(&std::fs::read_to_string(f).expect("render's sources are readable")))
+        .collect();
     let assembly = [
         "WorkloadChildren",
         ".scaled(",
