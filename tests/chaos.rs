@@ -213,7 +213,7 @@ fn log_summary(scratch: &Scratch) -> String {
     summary
 }
 
-fn env_of(d: &Deployment) -> Vec<String> {
+fn containers_of(d: &Deployment) -> Vec<String> {
     d.spec
         .as_ref()
         .and_then(|s| s.template.spec.as_ref())
@@ -387,15 +387,16 @@ async fn controllers_converge_under_faults_and_a_leader_kill() {
     let edited = deployments.get("agent-agent-0").await.expect("deployment");
     assert_eq!(edited.labels().get("team").map(String::as_str), Some("ml"));
     assert_eq!(
-        env_of(&edited),
-        ["agent", "log-shipper"],
-        "the sidecar survives next to the agent container"
+        containers_of(&edited),
+        ["log-shipper", "agent"],
+        "the sidecar survives next to the agent container (first: a strategic merge naming only it puts it there)"
     );
     let instructions = edited
         .spec
         .as_ref()
         .and_then(|s| s.template.spec.as_ref())
-        .and_then(|p| p.containers[0].env.clone())
+        .and_then(|p| p.containers.iter().find(|c| c.name == "agent"))
+        .and_then(|agent| agent.env.clone())
         .unwrap_or_default();
     assert!(
         instructions

@@ -509,6 +509,26 @@ def test_deployment_scale_subresource(servers):
                 servers.merge(f"{APPS}/deployments/missing/scale", {"spec": {"replicas": 1}}))
 
 
+@pytest.mark.parametrize("patch_containers", [
+    [{"name": "sidecar", "image": "side:1"}],
+    [{"name": "sidecar", "image": "side:1"}, {"name": "app", "env": [{"name": "B", "value": "2"}]}],
+    [{"name": "app", "env": [{"name": "B", "value": "2"}]}, {"name": "sidecar", "image": "side:1"}],
+], ids=["new-only", "new-first", "new-last"])
+def test_strategic_merge_places_a_new_container_as_apimachinery_does(servers, patch_containers):
+    """Where a container of a new name lands in a strategic merge: kaos-testkit's PATCH and every
+    `spec.podSpec` merge run the same code (kaos-strategic-merge), and KAOS merges podSpec with
+    apimachinery's, so the order of a pod's containers (the first is what `kubectl exec` and
+    logs pick by default) is the same as under KAOS (docs/contract.md §1)."""
+    name = "smp-" + str(len(patch_containers)) + patch_containers[0]["name"][0]
+    servers.call("POST", f"{APPS}/deployments",
+                 deployment(name, [("A", "1")], [8000], {}, "app:1"))
+    patch = {"spec": {"template": {"spec": {"containers": patch_containers}}}}
+    replies = servers.call("PATCH", f"{APPS}/deployments/{name}", patch,
+                           content_type="application/strategic-merge-patch+json")
+    same_object("the containers after a strategic merge", replies,
+                "spec.template.spec.containers")
+
+
 # Differences docs/testkit.md lists: asserted as documented.
 
 

@@ -297,11 +297,14 @@ fn merge_list<'a>(
     match list_strategy(&path.fields()) {
         ListStrategy::Replace => *live = items.iter().map(strip).collect(),
         ListStrategy::MergeValues => {
-            for item in items.iter().map(strip) {
-                if !live.contains(&item) {
-                    live.push(item);
+            let before = live.clone();
+            let items: Vec<Value> = items.iter().map(strip).collect();
+            for item in &items {
+                if !live.contains(item) {
+                    live.push(item.clone());
                 }
             }
+            *live = set_element_order(std::mem::take(live), &items, &before, None);
         }
         ListStrategy::MergeByKey(key) => merge_keyed(live, items, key, path)?,
     }
@@ -309,8 +312,11 @@ fn merge_list<'a>(
 }
 
 /// A list merged by `key`: `$patch: delete` items remove theirs, a `$patch: replace` item makes
-/// the other items the list, then each item merges into the live one with its key or is added
-/// at the end.
+/// the other items the list, then each item merges into the live one with its key or is added,
+/// and the list takes apimachinery's order (`mergeSlice` ends in `normalizeElementOrder` with the
+/// patch's order): the patch's items in the patch's order, each live item it does not name kept
+/// before them only where the live list had it before them. So a patch naming only a new
+/// container puts it first.
 fn merge_keyed<'a>(
     live: &mut Vec<Value>,
     items: &'a [Value],
@@ -359,7 +365,8 @@ fn merge_keyed<'a>(
             .collect();
         return Ok(());
     }
-    for (index, fields) in merging {
+    let before = live.clone();
+    for &(index, fields) in &merging {
         path.within(Step::Item(index), |path| {
             let item = &items[index];
             let id = fields.get(key).ok_or_else(|| missing(path, item))?;
@@ -371,6 +378,11 @@ fn merge_keyed<'a>(
             Ok(())
         })?;
     }
+    let order: Vec<Value> = merging
+        .iter()
+        .map(|(index, _)| items[*index].clone())
+        .collect();
+    *live = set_element_order(std::mem::take(live), &order, &before, Some(key));
     Ok(())
 }
 

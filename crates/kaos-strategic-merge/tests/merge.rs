@@ -98,13 +98,43 @@ pub fn rows() -> Vec<Row> {
                 json!([container_with("agent", "image", json!("app:2"))]),
             ),
         ),
+        // apimachinery's order (tests/control_plane/test_differential.py compares it with
+        // kube-apiserver's): the patch's items in its order, a live item it does not name only
+        // before them where the live list had it before them.
         row(
-            "a new container is appended",
+            "a new container the patch names alone comes first",
             pod("containers", json!([container("agent")])),
             only("containers", json!([{"name": "side", "image": "s:1"}])),
             pod(
                 "containers",
+                json!([{"name": "side", "image": "s:1"}, container("agent")]),
+            ),
+        ),
+        row(
+            "a new container after a named live one comes after it",
+            pod("containers", json!([container("agent")])),
+            only(
+                "containers",
+                json!([{"name": "agent"}, {"name": "side", "image": "s:1"}]),
+            ),
+            pod(
+                "containers",
                 json!([container("agent"), {"name": "side", "image": "s:1"}]),
+            ),
+        ),
+        row(
+            "live items the patch does not name keep their place before the ones it names",
+            pod(
+                "volumes",
+                json!([{"name": "a"}, {"name": "b"}, {"name": "c"}]),
+            ),
+            only(
+                "volumes",
+                json!([{"name": "b", "emptyDir": {}}, {"name": "x"}]),
+            ),
+            pod(
+                "volumes",
+                json!([{"name": "a"}, {"name": "b", "emptyDir": {}}, {"name": "x"}, {"name": "c"}]),
             ),
         ),
         row(
@@ -195,7 +225,7 @@ pub fn rows() -> Vec<Row> {
             "schedulingGates merge by name",
             pod("schedulingGates", json!([{"name": "a"}])),
             only("schedulingGates", json!([{"name": "b"}])),
-            pod("schedulingGates", json!([{"name": "a"}, {"name": "b"}])),
+            pod("schedulingGates", json!([{"name": "b"}, {"name": "a"}])),
         ),
         row(
             "resourceClaims merge by name",
@@ -440,7 +470,7 @@ pub fn rows() -> Vec<Row> {
                 "containers": [{"name": "side", "image": "s:1", "workingDir": null, "securityContext": {"$patch": "delete"}}],
                 "affinity": {"podAffinity": {"$patch": "replace"}, "nodeAffinity": {"x": null}}
             }),
-            json!({"containers": [container("agent"), {"name": "side", "image": "s:1", "securityContext": {}}], "affinity": {"nodeAffinity": {}}}),
+            json!({"containers": [{"name": "side", "image": "s:1", "securityContext": {}}, container("agent")], "affinity": {"nodeAffinity": {}}}),
         ),
         // What cannot be merged.
         fails(

@@ -170,7 +170,7 @@ mod tests {
             json!({
                 "containers": [
                     {"name": "side", "image": "s:1"},
-                    {"name": "app", "image": "a:1", "env": [{"name": "A", "value": "9"}, {"name": "B", "value": "2"}],
+                    {"name": "app", "image": "a:1", "env": [{"name": "B", "value": "2"}, {"name": "A", "value": "9"}],
                      "ports": [{"containerPort": 8000, "name": "http"}]}
                 ],
                 "nodeSelector": {"b": "2"},

@@ -208,7 +208,9 @@ fn overrides_telemetry_user_env_and_pod_spec() {
         "podSpec": {"tolerations": [{"key": "gpu", "operator": "Exists"}], "containers": [{"name": "sidecar", "image": "s"}]}});
     let d = built(spec, &["--default-log-level=WARNING"]);
     let p = pod(&d);
-    let c = &p["containers"][0];
+    // A podSpec naming only a new container puts it first, as apimachinery (and KAOS) merge.
+    assert_eq!(p["containers"][0]["name"], "sidecar");
+    let c = &p["containers"][1];
     assert_eq!(c["image"], "mine:2");
     assert_eq!(
         c["command"],
@@ -216,8 +218,8 @@ fn overrides_telemetry_user_env_and_pod_spec() {
         "the runtime's command stays"
     );
     assert_eq!(c["args"], json!(["--x"]));
-    let env = env_with_sources(&d.workload.deployment);
-    let names: Vec<&str> = env.iter().map(|(n, _)| n.as_str()).collect();
+    let env = c["env"].as_array().expect("the server's env");
+    let names: Vec<&str> = env.iter().filter_map(|e| e["name"].as_str()).collect();
     assert_eq!(
         names,
         [
@@ -232,7 +234,7 @@ fn overrides_telemetry_user_env_and_pod_spec() {
         ]
     );
     assert_eq!(
-        env.last().map(|(_, v)| v.as_str()),
+        env.last().and_then(|e| e["value"].as_str()),
         Some("DEBUG"),
         "the user's LOG_LEVEL replaces the default in place"
     );
@@ -240,7 +242,6 @@ fn overrides_telemetry_user_env_and_pod_spec() {
         p["tolerations"],
         json!([{"key": "gpu", "operator": "Exists"}])
     );
-    assert_eq!(p["containers"][1]["name"], "sidecar");
 }
 
 #[test]

@@ -408,9 +408,9 @@ fn container_overrides_pod_spec_merge_and_replicas() {
     assert_eq!(c["args"], json!(["--port", "8000"]));
     assert_eq!(c["resources"], json!({"limits": {"memory": "1Gi"}}));
     assert_eq!(
-        env_with_sources(&d.deployment).last(),
+        env_with_sources(&d.deployment).first(),
         Some(&("FROM_POD".to_string(), "1".to_string())),
-        "podSpec env merged by name"
+        "podSpec env merged by name, first (apimachinery puts the patch's items first)"
     );
     assert_eq!(pod["template"]["spec"]["containers"][1]["name"], "sidecar");
     assert_eq!(

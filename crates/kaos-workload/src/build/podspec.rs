@@ -127,9 +127,9 @@ mod tests {
                 "envFrom": [{"configMapRef": {"name": "x"}}]}),
             ),
             (
-                "a new container is appended as a sidecar",
+                "a new container the podSpec names alone comes first, as apimachinery (and so KAOS) orders it",
                 json!({"containers": [{"name": "proxy", "image": "envoy"}]}),
-                "/containers/1",
+                "/containers/0",
                 json!({"name": "proxy", "image": "envoy"}),
             ),
             (
@@ -142,13 +142,13 @@ mod tests {
                 "volumes merge by name",
                 json!({"volumes": [{"name": "data", "emptyDir": {}}]}),
                 "/volumes",
-                json!([{"name": "cfg", "configMap": {"name": "cfg"}}, {"name": "data", "emptyDir": {}}]),
+                json!([{"name": "data", "emptyDir": {}}, {"name": "cfg", "configMap": {"name": "cfg"}}]),
             ),
             (
                 "imagePullSecrets merge by name",
                 json!({"imagePullSecrets": [{"name": "other"}]}),
                 "/imagePullSecrets",
-                json!([{"name": "pull"}, {"name": "other"}]),
+                json!([{"name": "other"}, {"name": "pull"}]),
             ),
             (
                 "env merges by name: replaced in place, new appended",
@@ -189,7 +189,7 @@ mod tests {
             (
                 "an empty list inside a sidecar is left out",
                 json!({"containers": [{"name": "side", "image": "s", "args": [], "env": []}]}),
-                "/containers/1",
+                "/containers/0",
                 json!({"name": "side", "image": "s"}),
             ),
             (
