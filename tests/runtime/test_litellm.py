@@ -17,42 +17,20 @@ KAOS_AGENT_RUNTIME (`scripts/python-tool agent-runtime python`) and target/debug
 tool fails the test; it never skips. See docs/testing.md ("The real LiteLLM proxy").
 """
 
-import base64
-import json
 import os
 import subprocess
 import time
-import urllib.request
-from pathlib import Path
 
 import pytest
-import yaml
 
 from fake_openai import FakeOpenAI
+from litellm_proxy import (AGENT_AUTHORIZATION, STARTUP_TIMEOUT, UPSTREAM_KEY, Proxy, find,
+                           free_port, http, http_ok, need, proxy_modelapi, render)
 
-REPO = Path(__file__).resolve().parents[2]
-KAOSCTL = Path(os.environ.get("KAOSCTL", REPO / "target" / "debug" / "kaosctl"))
-LITELLM = os.environ.get("KAOS_LITELLM")
 RUNTIME_PYTHON = os.environ.get("KAOS_AGENT_RUNTIME")
 NAMESPACE = "demo"
-# LiteLLM imports a lot: ~10 s alone, ~40 s on 2 busy cores with three proxies starting at once.
-STARTUP_TIMEOUT = 180
-UPSTREAM_KEY = "sk-upstream-test-key"
-# What the agent runtime 0.8.4 always sends.
-AGENT_AUTHORIZATION = "Bearer not-needed"
 
-MANIFEST = f"""
-apiVersion: kaos.tools/v1alpha1
-kind: ModelAPI
-metadata: {{name: generated, namespace: {NAMESPACE}}}
-spec:
-  mode: Proxy
-  proxyConfig:
-    provider: openai
-    models: [gpt-4o]
-    apiBase: https://api.openai.com/v1
-    apiKey: {{value: {UPSTREAM_KEY}}}
----
+MANIFEST = proxy_modelapi("generated", NAMESPACE) + f"""---
 apiVersion: kaos.tools/v1alpha1
 kind: ModelAPI
 metadata: {{name: custom, namespace: {NAMESPACE}}}
@@ -80,115 +58,10 @@ spec:
 """
 
 
-def need(value, what):
-    if not value:
-        pytest.fail(f"{what} is not set: scripts/test.sh sets it (see docs/testing.md)")
-    return value
-
-
-def free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def http(method, url, body=None, headers=None):
-    """(status, parsed JSON body or text) of one request."""
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method,
-                                     headers={"Content-Type": "application/json", **(headers or {})})
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, json.loads(response.read() or b"null")
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode(errors="replace")
-
-
-def find(objects, kind, name):
-    return next(o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name)
-
-
-class Proxy:
-    """One LiteLLM process started from a rendered ModelAPI's Deployment."""
-
-    def __init__(self, objects, name, directory, upstream, permit=True):
-        deployment = find(objects, "Deployment", f"modelapi-{name}")
-        container = deployment["spec"]["template"]["spec"]["containers"][0]
-        self.env = {"PATH": os.environ.get("PATH", ""), "HOME": str(directory),
-                    # Hermetic: the cost map bundled in the package, not a fetch from GitHub.
-                    "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-        for var in container.get("env", []):
-            if "value" in var:
-                value = var["value"]
-            else:
-                ref = var["valueFrom"]["secretKeyRef"]
-                secret = find(objects, "Secret", ref["name"])
-                value = base64.b64decode(secret["data"][ref["key"]]).decode()
-            self.env[var["name"]] = value
-        # The provider is the fake upstream here, whatever the manifest names.
-        self.env["PROXY_API_BASE"] = upstream.url
-        if not permit:
-            self.env.pop("LITELLM_DANGEROUSLY_PERMIT_WEAK_OR_UNSET_MASTER_KEY")
-        config = directory / f"{name}-config.yaml"
-        config.write_text(find(objects, "ConfigMap", f"litellm-config-{name}")["data"]["config.yaml"])
-        args = [str(config) if a == "/etc/litellm/config.yaml" else a for a in container["args"]]
-        self.port = free_port()
-        args[args.index("--port") + 1] = str(self.port)
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = directory / f"{name}{'' if permit else '-no-permit'}.log"
-        self.process = subprocess.Popen([LITELLM, *args], env=self.env, cwd=directory,
-                                        stdout=self.log.open("w"), stderr=subprocess.STDOUT)
-
-    def wait_ready(self):
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                pytest.fail(f"LiteLLM exited ({self.process.returncode}):\n{self.log.read_text()}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/health/readiness", timeout=2) as r:
-                    return r.status, json.loads(r.read())
-            except OSError:
-                time.sleep(0.3)
-        pytest.fail(f"LiteLLM did not answer within {STARTUP_TIMEOUT}s:\n{self.log.read_text()}")
-
-    def wait_refusal(self):
-        """The log line of a refused start (the process may linger after it: it is stopped)."""
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        while time.monotonic() < deadline:
-            text = self.log.read_text()
-            if "refused to start" in text:
-                return text
-            try:
-                with urllib.request.urlopen(f"{self.url}/health/liveliness", timeout=2):
-                    pytest.fail("LiteLLM started without a master key and without the permit: "
-                                "the check is gone or changed; revisit PERMIT_KEYLESS_ENV "
-                                "(crates/modelapi-controller/src/build.rs)")
-            except OSError:
-                pass
-            if self.process.poll() is not None:
-                return self.log.read_text()
-            time.sleep(0.3)
-        pytest.fail(f"LiteLLM neither refused nor started within {STARTUP_TIMEOUT}s:\n{text}")
-
-    def stop(self):
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-
-
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory):
-    need(LITELLM, "KAOS_LITELLM")
-    assert KAOSCTL.exists(), f"{KAOSCTL} is missing: cargo build -p kaosctl"
     directory = tmp_path_factory.mktemp("litellm")
-    manifest = directory / "modelapis.yaml"
-    manifest.write_text(MANIFEST)
-    out = subprocess.run([str(KAOSCTL), "render", "-f", str(manifest)], check=True,
-                         capture_output=True, text=True)
-    return directory, [o for o in yaml.safe_load_all(out.stdout) if o]
+    return directory, render(directory, MANIFEST)
 
 
 @pytest.fixture(scope="module")
@@ -289,11 +162,3 @@ def test_the_real_agent_runtime_answers_through_it(rendered, proxies):
             agent.wait(timeout=10)
         except subprocess.TimeoutExpired:
             agent.kill()
-
-
-def http_ok(url):
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
