@@ -235,6 +235,11 @@ else
   echo "$kubectl"
 fi
 
+# Python >= 3.12, for the venvs of the real agent runtime and LiteLLM (installed in their step):
+# looked for now, so a machine without it fails here rather than after the Rust tests.
+step "Python >= 3.12" "for the real agent runtime and LiteLLM (scripts/python-tool)"
+scripts/python-tool agent-runtime check
+
 # The Go builds (promtool, then the control plane: ~25 minutes of CPU on a cold machine) start now,
 # in the background at the lowest CPU priority: they take the CPU the Rust steps leave idle (links,
 # tests waiting on servers) and cannot slow those down. The steps that need them call the same
@@ -300,6 +305,19 @@ cargo nextest list --workspace --locked --list-type binaries-only --message-form
 step "Rust tests" "nextest, the workspace but kaos-testkit::kubectl"
 nextest_step -E 'not binary_id(kaos-testkit::kubectl)'
 
+# promtool checks and unit-tests the chart's rendered alerts (tests/alerts). It is built from
+# tools/promtool with Go (cold: ~550 CPU-seconds; in the background since the start; cached in
+# .cache/promtool); a failed build fails here, right after the Rust tests (by then the background
+# build is done on a warm machine, and mostly so on a cold one), not at the end of the run. Without Go (only possible with
+# --skip-control-plane) the step is left out, and named in the table.
+if command -v go >/dev/null 2>&1; then
+  step "Alert rules" "promtool check rules and promtool test rules; tests/alerts"
+  promtool="$(scripts/promtool path)"
+  KAOS_PROMTOOL="$promtool" pytest_step tests/alerts
+else
+  skip_step "Alert rules" "no Go to build promtool; --skip-control-plane"
+fi
+
 # Not the arm64 half of tests/packaging: the cross build step runs it (without KAOS_CROSS_BUILD=1
 # it would only skip).
 step "Helm chart and image tests" "tests/charts, tests/packaging but arm64"
@@ -322,18 +340,6 @@ KAOS_AGENT_RUNTIME="$agent_runtime" KAOS_LITELLM="$litellm" \
 # build (docs/release.md).
 step "arm64 cross build" "scripts/release-build.sh --arch arm64; tests/packaging -k arm64"
 KAOS_CROSS_BUILD=1 pytest_step tests/packaging -k arm64
-
-# promtool checks and unit-tests the chart's rendered alerts (tests/alerts). It is built from
-# tools/promtool with Go (cold: ~550 CPU-seconds; in the background since the start; cached in
-# .cache/promtool); a failed build fails here. Without Go (only possible with
-# --skip-control-plane) the step is left out, and named in the table.
-if command -v go >/dev/null 2>&1; then
-  step "Alert rules" "promtool check rules and promtool test rules; tests/alerts"
-  promtool="$(scripts/promtool path)"
-  KAOS_PROMTOOL="$promtool" pytest_step tests/alerts
-else
-  skip_step "Alert rules" "no Go to build promtool; --skip-control-plane"
-fi
 
 if [ "$skip_control_plane" != 1 ]; then
   step "Real control plane: build" "in the background since the start; cached in .cache/control-plane"
