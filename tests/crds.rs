@@ -70,7 +70,7 @@ fn crds_have_the_contracted_names_columns_and_subresources() {
             "mcpservers",
             "MCPServer",
             vec!["mcp", "mcps"],
-            vec!["Runtime", "Ready", "Phase", "Age"],
+            vec!["Runtime", "Ready", "Phase", "Tools", "Age"],
         ),
         (
             "agentworkflows",

@@ -111,6 +111,7 @@ class Proxy:
     def __init__(self, objects, name, directory, upstream, permit=True, config=None):
         deployment = find(objects, "Deployment", f"modelapi-{name}")
         container = deployment["spec"]["template"]["spec"]["containers"][0]
+        self.container = container
         self.env = {"PATH": os.environ.get("PATH", ""), "HOME": str(directory),
                     # Hermetic: the cost map bundled in the package, not a fetch from GitHub.
                     "LITELLM_LOCAL_MODEL_COST_MAP": "True"}

@@ -4,8 +4,9 @@ and env that `kaosctl render` (the controller's own pure builder) produces, with
 provider's address rewritten to a local fake upstream (fake_openai.py) and the config's mount
 path to a local file.
 
-Asserted, for the generated config and for a user's `configYaml`: the proxy starts,
-`/health/readiness` and `/health/liveliness` answer, and a chat completion sent the way the agent
+Asserted, for the generated config and for a user's `configYaml`: the proxy starts, the
+rendered probes' paths (readiness `/health/readiness`, liveness `/health/liveliness`) answer
+without calling the upstream, and a chat completion sent the way the agent
 runtime sends it (`Authorization: Bearer not-needed`) reaches the upstream with the provider key
 from the ModelAPI's Secret. Then the whole chain: the real agent runtime (pydantic-ai-server
 0.8.4, no mock) answers an A2A task through that LiteLLM. And the reason for the env we add:
@@ -94,7 +95,15 @@ def test_the_proxy_starts_and_a_completion_reaches_the_upstream(proxies, name, m
     proxy = started[name]
     status, body = proxy.wait_ready()
     assert status == 200 and body["status"] == "healthy", body
-    assert http("GET", f"{proxy.url}/health/liveliness")[0] == 200
+    before_probes = len(upstream.completions())
+    # The rendered probes, asked of the real proxy (readiness never `/health`, which calls every
+    # model upstream).
+    probes = {kind: proxy.container[f"{kind}Probe"]["httpGet"]["path"]
+              for kind in ["liveness", "readiness"]}
+    assert probes == {"liveness": "/health/liveliness", "readiness": "/health/readiness"}, probes
+    for kind, path in probes.items():
+        assert http("GET", f"{proxy.url}{path}")[0] == 200, (kind, path)
+    assert upstream.completions()[before_probes:] == [], "a probe called the model upstream"
     before = len(upstream.completions())
     status, body = http("POST", f"{proxy.url}/v1/chat/completions",
                         {"model": model, "messages": [{"role": "user", "content": "hi"}]},

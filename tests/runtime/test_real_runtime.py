@@ -6,7 +6,8 @@ An Agent with one MCP server, one peer, memory settings and task budgets is rend
 `kaosctl render` (the controllers' own pure builders); each runtime gets its container's env with
 only the Service URLs rewritten to local ports (and `AGENT_PORT`, which the runtime puts in its
 agent card). The MCP server is a real FastMCP tool server, the peer a second runtime. Asserted:
-`/health` and `/ready`; the agent card lists the MCP tool and `delegate_to_<peer>`; an A2A
+the rendered probes (liveness `/health`, readiness `/.well-known/agent.json`, the MCP server's TCP
+port) answer on the real processes; the agent card lists the MCP tool and `delegate_to_<peer>`; an A2A
 `SendMessage` then `GetTask` completes; `/v1/chat/completions` answers; the mocked tool call
 reaches the MCP server and the mocked delegation reaches the peer.
 
@@ -203,11 +204,31 @@ def test_the_rendered_env_is_what_the_runtime_reads(team):
     assert (env["MEMORY_ENABLED"], env["MEMORY_CONTEXT_LIMIT"]) == ("true", "8")
 
 
-def test_health_and_readiness(team):
+def rendered_probes(objects, deployment):
+    """{"liveness"|"readiness": probe} of a rendered Deployment's main container."""
+    found = next(o for o in objects
+                 if o["kind"] == "Deployment" and o["metadata"]["name"] == deployment)
+    container = found["spec"]["template"]["spec"]["containers"][0]
+    return {kind: container[f"{kind}Probe"] for kind in ["liveness", "readiness"]}
+
+
+def test_the_generated_probes_answer_on_the_real_runtime(team):
+    """What the kubelet will ask, asked of the real runtime: a path the runtime drops fails here."""
     for name in ["worker", "coordinator"]:
-        assert http("GET", f"{team['url'][name]}/health")[0] == 200
-        status, body = http("GET", f"{team['url'][name]}/ready")
-        assert status == 200 and body["name"] == name, body
+        probes = rendered_probes(team["objects"], f"agent-{name}")
+        paths = {kind: probe["httpGet"]["path"] for kind, probe in probes.items()}
+        assert paths == {"liveness": "/health", "readiness": "/.well-known/agent.json"}, paths
+        for kind, path in paths.items():
+            status, body = http("GET", f"{team['url'][name]}{path}")
+            assert status == 200 and body["name"] == name, (kind, path, body)
+
+
+def test_the_generated_tcp_probe_reaches_the_real_mcp_server(team):
+    probes = rendered_probes(team["objects"], "mcpserver-tools")
+    assert {p["tcpSocket"]["port"] for p in probes.values()} == {8000}, probes
+    with socket.create_connection(("127.0.0.1", int(team["url"]["tools"].rsplit(":", 1)[1])),
+                                  timeout=5):
+        pass
 
 
 def test_the_agent_card_lists_the_mcp_tool_and_the_peer(team):

@@ -28,6 +28,12 @@ fn peer_variable(name: &str) -> String {
     )
 }
 
+/// Liveness: the process answers (no dependency checks).
+pub const LIVENESS_PATH: &str = "/health";
+/// Readiness: the agent card loads, which a peer or a workflow needs before it can call the agent
+/// (KAOS probes `/ready`, which answers as soon as the server runs).
+pub const READINESS_PATH: &str = "/.well-known/agent.json";
+
 /// KAOS's agent probes carry no timeout or failure threshold (the API's defaults apply).
 fn http_probe(path: &str, initial_delay: i32, period: i32) -> Probe {
     Probe {
@@ -212,8 +218,8 @@ pub fn build(agent: &Agent, resolved: &Resolved, settings: &Settings) -> Result<
             ..Default::default()
         }]),
         env: Some(environment(agent, resolved, settings)),
-        liveness_probe: Some(http_probe("/health", 30, 10)),
-        readiness_probe: Some(http_probe("/ready", 10, 5)),
+        liveness_probe: Some(http_probe(LIVENESS_PATH, 30, 10)),
+        readiness_probe: Some(http_probe(READINESS_PATH, 10, 5)),
         ..Default::default()
     };
     apply_container_override(&mut container, user)?;

@@ -194,7 +194,7 @@ fn names_labels_port_probes_service_and_endpoint() {
     );
     assert_eq!(
         c["readinessProbe"],
-        json!({"httpGet": {"path": "/ready", "port": 8000}, "initialDelaySeconds": 10, "periodSeconds": 5})
+        json!({"httpGet": {"path": "/.well-known/agent.json", "port": 8000}, "initialDelaySeconds": 10, "periodSeconds": 5})
     );
     assert_eq!(
         d.endpoint.as_deref(),
@@ -217,6 +217,24 @@ fn not_exposed_means_no_service_route_or_endpoint() {
     assert!(
         d.workload.service.is_none() && d.workload.http_route.is_none() && d.endpoint.is_none()
     );
+}
+
+#[test]
+fn a_pod_spec_probe_overrides_the_generated_one_field_by_field() {
+    // A runtime whose card is elsewhere: the user points readiness at another path and keeps
+    // the generated timings.
+    let a = agent(
+        "a",
+        json!({"modelAPI": "llm", "model": "m",
+        "podSpec": {"containers": [{"name": "agent", "readinessProbe": {"httpGet": {"path": "/ready", "port": 8000}, "periodSeconds": 2}}]}}),
+    );
+    let d = build(&a, &Resolved::default(), &settings(&[])).expect("builds");
+    let c = container(&d);
+    assert_eq!(
+        c["readinessProbe"],
+        json!({"httpGet": {"path": "/ready", "port": 8000}, "initialDelaySeconds": 10, "periodSeconds": 2})
+    );
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/health");
 }
 
 #[test]

@@ -13,6 +13,10 @@ pub const DEPENDENCIES_READY: &str = "DependenciesReady";
 /// The Agent's, while it is bound to a MemoryStore: True while the store is missing or not
 /// ready (the agent serves with short-term memory only).
 pub const MEMORY_DEGRADED: &str = "MemoryDegraded";
+/// The MCPServer's: whether the controller spoke MCP with the server it runs (`initialize`, then
+/// `tools/list`) once its last rollout became available. Reports only: `Ready` does not wait
+/// for it (docs/readiness.md).
+pub const PROTOCOL_VERIFIED: &str = "ProtocolVerified";
 /// The ModelAPI's: False when `spec.telemetry` asks for what Hosted mode (Ollama) cannot do;
 /// absent otherwise.
 pub const TELEMETRY_SUPPORTED: &str = "TelemetrySupported";
@@ -74,6 +78,22 @@ pub const MISSING_PROXY_CONFIG: &str = "MissingProxyConfig";
 pub const MISSING_HOSTED_CONFIG: &str = "MissingHostedConfig";
 /// The `TelemetrySupported=False` reason: Ollama (Hosted mode) exports no telemetry.
 pub const NOT_SUPPORTED_IN_HOSTED_MODE: &str = "NotSupportedInHostedMode";
+
+// An MCPServer's protocol check (its `ProtocolVerified`).
+
+/// The `ProtocolVerified=True` reason: `initialize` and every page of `tools/list` answered.
+pub const TOOLS_LISTED: &str = "ToolsListed";
+/// The `ProtocolVerified=True` reason when the server answered 401 or 403: it is reachable and
+/// asks for credentials the controller does not present, so its tools are not listed.
+pub const AUTHENTICATION_REQUIRED: &str = "AuthenticationRequired";
+/// The `ProtocolVerified=False` reason when nothing answered at the server's address (no
+/// connection, a name that does not resolve, or no answer within the timeout).
+pub const SERVER_UNREACHABLE: &str = "ServerUnreachable";
+/// The `ProtocolVerified=False` reason when the server answered `initialize` with an error or
+/// with something that is not an MCP answer.
+pub const INITIALIZE_FAILED: &str = "InitializeFailed";
+/// The `ProtocolVerified=False` reason when `initialize` answered but `tools/list` failed.
+pub const TOOLS_LIST_FAILED: &str = "ToolsListFailed";
 
 // An MCPServer's runtime.
 

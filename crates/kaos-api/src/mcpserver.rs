@@ -41,6 +41,7 @@ pub const CUSTOM_RUNTIME: &str = "custom";
     printcolumn = r#"{"name":"Runtime","type":"string","jsonPath":".spec.runtime"}"#,
     printcolumn = r#"{"name":"Ready","type":"boolean","jsonPath":".status.ready"}"#,
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Tools","type":"string","jsonPath":".status.availableTools"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
@@ -91,8 +92,9 @@ pub struct MCPServerStatus {
     /// and `conditions`, as every workload kind reports them.
     #[serde(flatten)]
     pub workload: WorkloadStatus,
-    /// Tool names the server offers. Always empty for now: listing them needs an MCP handshake
-    /// with the running server, which the controller does not do yet.
+    /// Tool names the server offers, as its MCP tools/list answered the controller's check of
+    /// its latest available rollout (condition `ProtocolVerified`); empty before a check succeeds
+    /// or when the server requires credentials.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub available_tools: Vec<String>,
 }

@@ -2,6 +2,8 @@
 //! namespace, or one for all). Besides its children, each watches the runtime registry: a
 //! change of the registry re-reconciles every MCPServer, and those whose runtime changed roll.
 
+use std::time::Duration;
+
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kaos_runtime::Runtime;
@@ -16,11 +18,17 @@ use crate::build::CHILD_SELECTOR;
 use crate::reconcile::{Context, FINALIZER, phase_of};
 use crate::registry;
 use crate::settings::Settings;
+use crate::verification::Verifications;
 
 pub const PHASES: &[&str] = &kaos_api::common::Phase::NAMES;
 
 pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
     let (registry, registry_changes) = watch_registry(&runtime, &settings.system_namespace);
+    let verifications = Verifications::new(
+        settings.protocol_checks_in_flight,
+        Duration::from_secs(settings.protocol_check_timeout_seconds),
+        &settings.mcp_address_overrides,
+    );
     let workload = Workload::new(CHILD_SELECTOR, phase_of)
         .finalizer(FINALIZER)
         .gateway(settings.gateway.gateway_api_enabled);
@@ -32,6 +40,7 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
             settings: settings.clone(),
             registry: registry.clone(),
             ids: ns.ids(),
+            verifications: verifications.clone(),
         }
     })
     .await

@@ -7,6 +7,8 @@ pub mod reconcile;
 pub mod registry;
 pub mod settings;
 pub mod status;
+pub mod verification;
+pub mod verify;
 
 use kaos_runtime::ControllerId;
 

@@ -1,7 +1,8 @@
 //! One reconcile: read the registry, the desired state (unless another MCPServer holds its
-//! `security.id`), converged, then the status.
+//! `security.id`), converged, then the status; then the MCP check of a rollout not checked yet.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kaos_api::mcpserver::MCPServer;
@@ -17,6 +18,7 @@ use crate::build::{deployment_name, desired};
 use crate::registry;
 use crate::settings::Settings;
 use crate::status::status;
+use crate::verification::{Next, Rollout, Verifications};
 
 pub const FINALIZER: &str = "kaos.tools/mcpserver-finalizer";
 
@@ -27,6 +29,8 @@ pub struct Context {
     pub registry: Store<ConfigMap>,
     /// Who holds each `security.id` of MCPServers.
     pub ids: SharedSecurityIds,
+    /// The MCP checks of the servers' rollouts, shared by every namespace.
+    pub verifications: Verifications,
 }
 
 impl Reconciles<MCPServer> for Context {
@@ -41,11 +45,31 @@ impl Reconciles<MCPServer> for Context {
         let result = build_unless_claimed(&self.ids, s.as_ref(), || {
             desired(&s, &registry, &self.settings)
         });
-        let status =
-            |conflict, deployment: Option<&_>, now| status(&s, &result, conflict, deployment, now);
-        self.core
+        let key = format!("{}/{}", s.namespace().unwrap_or_default(), s.name_any());
+        let checked = self.verifications.recorded(&key);
+        let mut available = None;
+        let status = |conflict, deployment: Option<&_>, now| {
+            let status = status(&s, &result, conflict, deployment, checked.as_ref(), now);
+            available = Rollout::available(&status, deployment);
+            status
+        };
+        let action = self
+            .core
             .converge_built(&*s, &result, &deployment_name(&s.name_any()), status)
-            .await
+            .await?;
+        Ok(
+            match self.verifications.check_if_due(&key, available).await {
+                Next::Nothing => action,
+                // The next reconcile writes what the check found.
+                Next::Checked => Action::requeue(Duration::from_millis(10)),
+                Next::RetryIn(wait) => Action::requeue(wait),
+            },
+        )
+    }
+
+    async fn finalize(&self, s: &MCPServer) {
+        let key = format!("{}/{}", s.namespace().unwrap_or_default(), s.name_any());
+        self.verifications.forget(&key);
     }
 }
 

@@ -2,6 +2,8 @@
 
 use kaos_workload::{DataPlaneArgs, GatewayArgs};
 
+use crate::verification::AddressOverrides;
+
 /// The binary's flags: every controller process's, then [`Settings`].
 pub type Args = kaos_runtime::binary::Args<Settings>;
 
@@ -17,6 +19,16 @@ pub struct Settings {
         default_value = "30s"
     )]
     pub gateway_default_timeout: String,
+    /// Per-request timeout of the MCP check made once per rollout (`docs/readiness.md`).
+    #[arg(long, env = "PROTOCOL_CHECK_TIMEOUT_SECONDS", default_value_t = 5)]
+    pub protocol_check_timeout_seconds: u64,
+    /// MCP checks run at once at most, across every watched namespace.
+    #[arg(long, env = "PROTOCOL_CHECKS_IN_FLIGHT", default_value_t = 8)]
+    pub protocol_checks_in_flight: usize,
+    /// Where this process reaches MCPServers whose Service DNS name it cannot (tests, a local
+    /// sandbox): `service-host:port=host:port` entries separated by commas.
+    #[arg(long, env = "MCP_ADDRESS_OVERRIDES", default_value = "")]
+    pub mcp_address_overrides: AddressOverrides,
     #[command(flatten)]
     pub gateway: GatewayArgs,
     #[command(flatten)]

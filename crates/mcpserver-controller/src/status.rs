@@ -1,35 +1,57 @@
-//! The status an MCPServer should show, from its desired state and the observed Deployment.
-//! Pure.
+//! The status an MCPServer should show, from its desired state, the observed Deployment and the
+//! last MCP check of the server. Pure.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kaos_api::conditions::PROTOCOL_VERIFIED;
 use kaos_api::mcpserver::{MCPServer, MCPServerStatus};
 use kaos_workload::build::status_report::WorkloadReport;
 use kaos_workload::cache::deployment_view::DeploymentView;
+use kaos_workload::conditions::{ConditionUpdate, set_condition};
 
 use crate::build::{Desired, Problem, labels};
+use crate::verification::{Record, Rollout};
 
 pub fn status(
     s: &MCPServer,
     result: &Result<Desired, Problem>,
     conflict: Option<(&'static str, String)>,
     deployment: Option<&DeploymentView>,
+    checked: Option<&Record>,
     now: Time,
 ) -> MCPServerStatus {
-    let previous = s.status.clone().unwrap_or_default().workload;
+    let previous = s.status.clone().unwrap_or_default();
     let labels = labels(s.metadata.name.as_deref().unwrap_or_default());
     let report = WorkloadReport::of(
         result,
         conflict,
         deployment,
-        &previous,
+        &previous.workload,
         &[],
         &labels,
         s.metadata.generation,
-        now,
+        now.clone(),
     );
-    MCPServerStatus {
+    let mut status = MCPServerStatus {
         workload: report.status(),
-        // Discovering tools needs an MCP handshake with the running server: not done yet.
-        available_tools: Vec::new(),
+        // Until a check of the rollout now available, what the last check listed stays shown.
+        available_tools: previous.available_tools,
+    };
+    let current = Rollout::available(&status, deployment);
+    if let Some(record) = checked.filter(|r| current.as_ref() == Some(&r.rollout)) {
+        let outcome = &record.outcome;
+        let update = ConditionUpdate {
+            type_: PROTOCOL_VERIFIED,
+            status: outcome.verified,
+            reason: outcome.reason,
+            message: outcome.message.clone(),
+        };
+        set_condition(
+            &mut status.workload.conditions,
+            update,
+            s.metadata.generation,
+            now,
+        );
+        status.available_tools = outcome.tools.clone();
     }
+    status
 }

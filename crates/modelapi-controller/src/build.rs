@@ -224,7 +224,9 @@ fn proxy_pod(
             ..Default::default()
         }]),
         liveness_probe: Some(http_probe("/health/liveliness", PROXY_PORT, 30, 10)),
-        readiness_probe: Some(http_probe("/health/liveliness", PROXY_PORT, 15, 5)),
+        // `/health/readiness` checks the proxy's own state; never `/health`, which calls every
+        // model upstream (tokens and rate limits spent on each probe).
+        readiness_probe: Some(http_probe("/health/readiness", PROXY_PORT, 15, 5)),
         ..Default::default()
     };
     apply_container_override(&mut container, container_override)?;

@@ -138,14 +138,15 @@ fn proxy_names_labels_owner_port_and_endpoint() {
 #[test]
 fn proxy_probes_have_the_contracted_timings() {
     let c = container(&built(proxy(), &[]));
-    let probe = |initial: i32, period: i32| {
+    let probe = |path: &str, initial: i32, period: i32| {
         json!({
-            "httpGet": {"path": "/health/liveliness", "port": 8000},
+            "httpGet": {"path": path, "port": 8000},
             "initialDelaySeconds": initial, "periodSeconds": period, "timeoutSeconds": 5, "failureThreshold": 3
         })
     };
-    assert_eq!(c["livenessProbe"], probe(30, 10));
-    assert_eq!(c["readinessProbe"], probe(15, 5));
+    assert_eq!(c["livenessProbe"], probe("/health/liveliness", 30, 10));
+    // Never `/health`: LiteLLM answers it by calling every model upstream.
+    assert_eq!(c["readinessProbe"], probe("/health/readiness", 15, 5));
 }
 
 #[test]
