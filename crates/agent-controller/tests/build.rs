@@ -131,7 +131,10 @@ fn the_full_env_list_of_a_rich_agent_in_the_contracts_order() {
                 "OTEL_RESOURCE_ATTRIBUTES",
                 "service.namespace=team,kaos.resource.name=coordinator"
             ),
-            ("OTEL_PYTHON_FASTAPI_EXCLUDED_URLS", "/health,/ready"),
+            (
+                "OTEL_PYTHON_FASTAPI_EXCLUDED_URLS",
+                "/health,/ready,/.well-known/agent.json",
+            ),
             ("LOG_LEVEL", "DEBUG"),
         ])
     );

@@ -209,7 +209,10 @@ fn a_rich_external_store_lists_every_variable_in_kaos_order_with_user_env_last()
                 "OTEL_RESOURCE_ATTRIBUTES",
                 "service.namespace=team,kaos.resource.name=memorystore-brain"
             ),
-            ("OTEL_PYTHON_FASTAPI_EXCLUDED_URLS", "/health,/ready"),
+            (
+                "OTEL_PYTHON_FASTAPI_EXCLUDED_URLS",
+                "/health,/ready,/.well-known/agent.json",
+            ),
             ("KAOS_MEMORY_MODEL_API_KEY", "kaos"),
         ]),
         "a variable the user sets replaces ours where it stands; the others come last"

@@ -151,7 +151,12 @@ pub fn python_otel_env(name: &str, namespace: &str, telemetry: Option<&Telemetry
             "OTEL_RESOURCE_ATTRIBUTES",
             format!("service.namespace={namespace},kaos.resource.name={name}"),
         ),
-        env("OTEL_PYTHON_FASTAPI_EXCLUDED_URLS", "/health,/ready"),
+        // KAOS's two probe paths, and the agent card the agent's readiness probe now reads
+        // (docs/readiness.md): no trace every few seconds for a probe.
+        env(
+            "OTEL_PYTHON_FASTAPI_EXCLUDED_URLS",
+            "/health,/ready,/.well-known/agent.json",
+        ),
     ]
 }
 
