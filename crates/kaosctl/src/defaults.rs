@@ -40,6 +40,8 @@ pub fn controller_settings() -> anyhow::Result<ControllerSettings> {
     let mcpserver = mcpserver_controller::settings::Args::try_parse_from([
         "mcpserver-controller",
         &format!("--system-namespace={SYSTEM_NAMESPACE}"),
+        // The sandbox runs no pods: no MCP server could answer a protocol check.
+        "--protocol-checks=false",
     ])?;
     let memorystore = memorystore_controller::settings::Args::try_parse_from([
         "memorystore-controller",

@@ -57,6 +57,9 @@ impl Reconciles<MCPServer> for Context {
             .core
             .converge_built(&*s, &result, &deployment_name(&s.name_any()), status)
             .await?;
+        if !self.settings.protocol_checks {
+            return Ok(action);
+        }
         Ok(
             match self.verifications.check_if_due(&key, available).await {
                 Next::Nothing => action,

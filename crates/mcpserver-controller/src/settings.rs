@@ -19,6 +19,17 @@ pub struct Settings {
         default_value = "30s"
     )]
     pub gateway_default_timeout: String,
+    /// Whether the controller checks each MCPServer's protocol once per rollout
+    /// (`docs/readiness.md`). Off where no pod can answer (kwok nodes, `kaosctl dev`): a check
+    /// that cannot succeed is retried with backoff, so such a cluster would never be quiet.
+    #[arg(
+        long,
+        env = "PROTOCOL_CHECKS",
+        default_value = "true",
+        value_parser = clap::builder::BoolishValueParser::new(),
+        action = clap::ArgAction::Set
+    )]
+    pub protocol_checks: bool,
     /// Per-request timeout of the MCP check made once per rollout (`docs/readiness.md`).
     #[arg(long, env = "PROTOCOL_CHECK_TIMEOUT_SECONDS", default_value_t = 5)]
     pub protocol_check_timeout_seconds: u64,

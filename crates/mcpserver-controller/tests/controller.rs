@@ -224,3 +224,26 @@ fn metric(h: &ControllerTest, name: &str) -> f64 {
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
 }
+
+/// With protocol checks off (kwok nodes, `kaosctl dev`: no pod could answer) a Ready server gets
+/// no `ProtocolVerified` condition and the controller goes quiet: no retry wakes it.
+#[tokio::test]
+async fn protocol_checks_off_leave_a_ready_server_unchecked_and_quiet() {
+    let cluster = TestCluster::start();
+    cluster.install_runtime_registry(DEFAULT_RUNTIMES_YAML);
+    let args = Args::try_parse_from([
+        "mcpserver-controller",
+        "--system-namespace=kaos-system",
+        "--protocol-checks=false",
+    ])
+    .expect("flags");
+    let h = ControllerTest::start(cluster, mcpserver_controller::ID, args.runtime, |runtime| {
+        mcpserver_controller::controller::run(runtime, args.settings)
+    });
+    h.apply(&MCPServer::test("tools").params("def a(): return 1"));
+    let ready = h.until_phase::<MCPServer>("tools", Phase::Ready).await;
+    assert!(ready.condition("ProtocolVerified").is_none());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (reconciles, writes) = h.idle(Duration::from_secs(12)).await;
+    assert_eq!((reconciles, writes), (0.0, Vec::<String>::new()));
+}
