@@ -84,6 +84,22 @@ fn binaries(dir: &Path, root: &Path) -> Value {
     Value::Object(out)
 }
 
+/// The paths of `git status --porcelain` lines (`XY PATH`, or `XY OLD -> NEW`). The status may
+/// start with a space that the output's trimming took from the first line, so the path is what
+/// follows the first space after the status letters, not a fixed column.
+fn changed_paths(porcelain: &str) -> Vec<String> {
+    porcelain
+        .lines()
+        .filter_map(|line| line.trim_start().split_once(' '))
+        .map(|(_, path)| path.trim_start())
+        .map(|path| {
+            path.rsplit_once(" -> ")
+                .map_or(path, |(_, new)| new)
+                .to_string()
+        })
+        .collect()
+}
+
 /// The stamp at the start of an invocation: the repository's commit and the paths that differ
 /// from it (tracked files only), the toolchain, the machine, the date, the command line and the
 /// load average. `finished` and the load at the end are added by [`finish`].
@@ -91,11 +107,8 @@ pub fn start(bin_dir: &Path, note: Option<&str>) -> Value {
     let root: PathBuf = kaos_harness::repo_root();
     let git = |args: &[&str]| output("git", args, &root);
     let commit = git(&["rev-parse", "HEAD"]);
-    let changed: Vec<String> = git(&["status", "--porcelain", "--untracked-files=no"])
-        .unwrap_or_default()
-        .lines()
-        .map(|l| l.get(3..).unwrap_or(l).to_string())
-        .collect();
+    let changed =
+        changed_paths(&git(&["status", "--porcelain", "--untracked-files=no"]).unwrap_or_default());
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let memory_kib = proc_field("/proc/meminfo", "MemTotal")
         .and_then(|m| m.trim_end_matches("kB").trim().parse::<u64>().ok());
@@ -139,6 +152,16 @@ pub fn short_commit(stamp: &Value) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn every_changed_path_is_whole_whatever_its_status() {
+        // As `output` returns it: trimmed, so the first line lost its leading space.
+        let porcelain = "M crates/a.rs\nM  docs/b.md\nMM c d.rs\nR  old.rs -> new.rs";
+        assert_eq!(
+            super::changed_paths(porcelain),
+            ["crates/a.rs", "docs/b.md", "c d.rs", "new.rs"]
+        );
+    }
+
     use super::*;
 
     #[test]
