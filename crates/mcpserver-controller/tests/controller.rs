@@ -17,10 +17,20 @@ use mcpserver_controller::settings::Args;
 use serde_json::json;
 
 fn start() -> ControllerTest {
+    start_on(cluster_with_registry(), &[])
+}
+
+/// A cluster with the default runtime registry installed.
+fn cluster_with_registry() -> TestCluster {
     let cluster = TestCluster::start();
     cluster.install_runtime_registry(DEFAULT_RUNTIMES_YAML);
-    let args = Args::try_parse_from(["mcpserver-controller", "--system-namespace=kaos-system"])
-        .expect("flags");
+    cluster
+}
+
+/// The controller on `cluster` with `flags` besides the system namespace.
+fn start_on(cluster: TestCluster, flags: &[&str]) -> ControllerTest {
+    let base = ["mcpserver-controller", "--system-namespace=kaos-system"];
+    let args = Args::try_parse_from(base.iter().chain(flags)).expect("flags");
     ControllerTest::start(cluster, mcpserver_controller::ID, args.runtime, |runtime| {
         mcpserver_controller::controller::run(runtime, args.settings)
     })
@@ -148,18 +158,9 @@ async fn a_claimed_security_id_fails_the_newer_server_until_the_holder_goes() {
 /// reaches the servers of every namespace through the work queue (counted in its metrics).
 #[tokio::test]
 async fn the_registry_is_watched_once_for_every_watched_namespace() {
-    let cluster = TestCluster::start();
-    cluster.install_runtime_registry(DEFAULT_RUNTIMES_YAML);
+    let cluster = cluster_with_registry();
     cluster.apply(&namespace("team-b"));
-    let args = Args::try_parse_from([
-        "mcpserver-controller",
-        "--system-namespace=kaos-system",
-        "--watch-namespace=default,team-b",
-    ])
-    .expect("flags");
-    let h = ControllerTest::start(cluster, mcpserver_controller::ID, args.runtime, |runtime| {
-        mcpserver_controller::controller::run(runtime, args.settings)
-    });
+    let h = start_on(cluster, &["--watch-namespace=default,team-b"]);
     h.apply(&MCPServer::test("k8s").runtime("kubernetes"));
     let mut other = MCPServer::test("k8s").runtime("kubernetes");
     other.metadata.namespace = Some("team-b".into());
@@ -229,17 +230,7 @@ fn metric(h: &ControllerTest, name: &str) -> f64 {
 /// no `ProtocolVerified` condition and the controller goes quiet: no retry wakes it.
 #[tokio::test]
 async fn protocol_checks_off_leave_a_ready_server_unchecked_and_quiet() {
-    let cluster = TestCluster::start();
-    cluster.install_runtime_registry(DEFAULT_RUNTIMES_YAML);
-    let args = Args::try_parse_from([
-        "mcpserver-controller",
-        "--system-namespace=kaos-system",
-        "--protocol-checks=false",
-    ])
-    .expect("flags");
-    let h = ControllerTest::start(cluster, mcpserver_controller::ID, args.runtime, |runtime| {
-        mcpserver_controller::controller::run(runtime, args.settings)
-    });
+    let h = start_on(cluster_with_registry(), &["--protocol-checks=false"]);
     h.apply(&MCPServer::test("tools").params("def a(): return 1"));
     let ready = h.until_phase::<MCPServer>("tools", Phase::Ready).await;
     assert!(ready.condition("ProtocolVerified").is_none());

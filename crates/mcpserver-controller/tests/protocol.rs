@@ -84,12 +84,14 @@ def add(a: int, b: int) -> int:
 mcp.run(transport="http", host="127.0.0.1", port=int(sys.argv[1]))
 "#;
 
-struct Process(Child);
+/// A server process and the directory of its script, both gone when dropped.
+struct Process(Child, std::path::PathBuf);
 
 impl Drop for Process {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+        let _ = std::fs::remove_dir_all(&self.1);
     }
 }
 
@@ -128,7 +130,7 @@ async fn start_fastmcp() -> (Process, u16) {
         .stderr(Stdio::null())
         .spawn()
         .expect("FastMCP starts");
-    let process = Process(child);
+    let process = Process(child, dir);
     for _ in 0..300 {
         if tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await
