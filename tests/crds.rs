@@ -58,7 +58,9 @@ fn crds_have_the_contracted_names_columns_and_subresources() {
             "agents",
             "Agent",
             vec!["agent", "agents"],
-            vec!["ModelAPI", "Model", "Ready", "Phase", "Age"],
+            vec![
+                "ModelAPI", "Model", "Ready", "Phase", "Tokens", "Budget", "Age",
+            ],
         ),
         (
             "modelapis",

@@ -51,6 +51,10 @@ fn memory(memory: Value) -> Value {
     agent(json!({"modelAPI": "m", "model": "x", "config": {"memory": memory}}))
 }
 
+fn budget(budget: Value) -> Value {
+    agent(json!({"modelAPI": "m", "model": "x", "budget": budget}))
+}
+
 fn named(mut manifest: Value, name: &str) -> Value {
     manifest["metadata"]["name"] = json!(name);
     manifest
@@ -302,6 +306,63 @@ fn rejected_cases() -> Vec<(&'static str, Value, &'static str)> {
             "<nil>: Invalid value: metadata.name must be a DNS label of at most 51 characters (lowercase letters, digits and '-', no '.'): the MemoryStore's Deployment and Service are named memorystore-<name>, a DNS-1035 label of at most 63",
         ),
         (
+            "a budget with no limit",
+            budget(json!({"onExceeded": "Reject"})),
+            "spec.budget: Invalid value: a budget sets at least one of tokensPerDay, requestsPerDay, tokensPerMinute, requestsPerMinute or cost",
+        ),
+        (
+            "a negative tokens-per-day limit",
+            budget(json!({"tokensPerDay": -5})),
+            "spec.budget.tokensPerDay: Invalid value: -5: spec.budget.tokensPerDay in body should be greater than or equal to 1",
+        ),
+        (
+            "an absurd requests-per-minute limit",
+            budget(json!({"requestsPerMinute": 10_000_000_000_i64})),
+            "spec.budget.requestsPerMinute: Invalid value: 10000000000: spec.budget.requestsPerMinute in body should be less than or equal to 1000000000",
+        ),
+        (
+            "a reset time that is no time of day",
+            budget(json!({"requestsPerDay": 10, "dailyResetTime": "24:00"})),
+            "spec.budget.dailyResetTime: Invalid value: \"24:00\": spec.budget.dailyResetTime in body should match '^([01][0-9]|2[0-3]):[0-5][0-9]$'",
+        ),
+        (
+            "a tokens-per-day limit with a later reset time",
+            budget(json!({"tokensPerDay": 1000, "dailyResetTime": "06:00"})),
+            "spec.budget.dailyResetTime: Invalid value: dailyResetTime other than 00:00 cannot be combined with tokensPerDay: LiteLLM 1.110.2 does not enforce a tokens-per-day limit until a later reset time of the day (docs/budgets.md); use 00:00 or a requestsPerDay limit",
+        ),
+        (
+            "a budget that suspends the agent",
+            budget(json!({"tokensPerDay": 1000, "onExceeded": "Suspend"})),
+            "spec.budget.onExceeded: Invalid value: onExceeded: Suspend needs agents that scale to zero, which this version does not have yet; use Reject (the proxy refuses the agent's model calls until the window resets)",
+        ),
+        (
+            "a cost limit of zero",
+            budget(json!({"cost": {"limit": "0"}})),
+            "spec.budget.cost.limit: Invalid value: cost.limit must be more than 0",
+        ),
+        (
+            "a cost limit that is no amount",
+            budget(json!({"cost": {"limit": "-1"}})),
+            "spec.budget.cost.limit: Invalid value: \"-1\": spec.budget.cost.limit in body should match '^(0|[1-9][0-9]{0,5})(\\.[0-9]{1,6})?$'",
+        ),
+        (
+            "a cost period LiteLLM does not know",
+            budget(json!({"cost": {"limit": "5", "period": "1w"}})),
+            "spec.budget.cost.period: Invalid value: \"1w\": spec.budget.cost.period in body should match '^[1-9][0-9]{0,3}(s|m|h|d|mo)$'",
+        ),
+        (
+            "a model priced twice",
+            proxy(json!({"prices": [
+                {"model": "m", "inputPerMillionTokens": "1", "outputPerMillionTokens": "2"},
+                {"model": "m", "inputPerMillionTokens": "1", "outputPerMillionTokens": "2"}]})),
+            "spec.proxyConfig.prices: Invalid value: prices must not name the same model twice",
+        ),
+        (
+            "a Redis port out of range",
+            proxy(json!({"redis": {"host": "redis", "port": 70000}})),
+            "spec.proxyConfig.redis.port: Invalid value: 70000: spec.proxyConfig.redis.port in body should be less than or equal to 65535",
+        ),
+        (
             "an agent listing itself as a peer",
             agent(json!({"modelAPI": "m", "model": "x", "agentNetwork": {"access": ["b", "a"]}})),
             "spec.agentNetwork.access: Invalid value: an agent cannot list itself in agentNetwork.access",
@@ -549,6 +610,14 @@ fn good_manifests_near_each_rule_are_accepted() {
         mcpserver(json!({"runtime": "custom", "container": {"image": "ghcr.io/x/y:1"}})),
         mcpserver(json!({"runtime": "python-string", "params": "def f(): pass"})),
         agent(json!({"modelAPI": "m", "model": "x", "gatewayRoute": {"timeout": "0s"}})),
+        budget(
+            json!({"tokensPerDay": 2_000_000, "requestsPerMinute": 60, "dailyResetTime": "00:00",
+                      "cost": {"limit": "5.25", "period": "1mo"}, "onExceeded": "Reject"}),
+        ),
+        budget(json!({"requestsPerDay": 100, "dailyResetTime": "06:30"})),
+        proxy(json!({"defaultAgentBudget": {"tokensPerDay": 1000},
+                     "prices": [{"model": "local", "inputPerMillionTokens": "0.1", "outputPerMillionTokens": "0.4"}],
+                     "redis": {"host": "redis.kaos-system", "passwordSecretRef": {"name": "r", "key": "password"}}})),
         agent(
             json!({"modelAPI": "m", "model": "x", "container": {"resources": {"limits": {"cpu": "500m", "memory": "1Gi"}, "requests": {"cpu": 1}}}}),
         ),

@@ -44,6 +44,7 @@ pub fn status(
     AgentStatus {
         workload: report.status(),
         linked_resources: linked_resources(agent),
+        usage: None,
     }
 }
 

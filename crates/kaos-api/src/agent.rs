@@ -6,6 +6,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::budget::{Budget, BudgetUsage};
 use crate::common::{
     DNS_LABEL, MAX_ENV_TEXT, MAX_MODEL_ID, Phase, Telemetry, WorkloadStatus, default_true,
 };
@@ -50,6 +51,8 @@ pub(crate) fn object_rules() -> serde_json::Value {
     printcolumn = r#"{"name":"Model","type":"string","jsonPath":".spec.model"}"#,
     printcolumn = r#"{"name":"Ready","type":"boolean","jsonPath":".status.ready"}"#,
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Tokens","type":"integer","jsonPath":".status.usage.totalTokens","description":"Tokens used in the budget's current day window"}"#,
+    printcolumn = r#"{"name":"Budget","type":"string","jsonPath":".status.conditions[?(@.type==\"BudgetExceeded\")].reason","description":"WithinBudget, or the limit reached"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
@@ -81,6 +84,12 @@ pub struct AgentSpec {
     /// Runtime configuration of the agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<AgentConfig>,
+    /// Limits on the agent's use of its ModelAPI (tokens, requests, cost), enforced by a Proxy
+    /// ModelAPI's LiteLLM: the agent gets a model alias of its own (`MODEL_NAME`
+    /// `kaos.<namespace>.<name>`) carrying the limits. Unset: the ModelAPI's `defaultAgentBudget`,
+    /// if any, else no limit (the shared model entry, as KAOS).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
     /// Wait for the ModelAPI and MCPServers to be ready before creating the Deployment; `false`
     /// creates it anyway.
     #[serde(default = "default_true")]
@@ -471,6 +480,9 @@ pub struct AgentStatus {
     /// The resources this agent is wired to, e.g. `{"modelapi": "<spec.modelAPI>"}`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub linked_resources: BTreeMap<String, String>,
+    /// What the agent used of its ModelAPI, as its proxy counted it (agents with a budget).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<BudgetUsage>,
 }
 
 /// What `endpoint` and `conditions` mean for an Agent, in its schema.
@@ -496,6 +508,7 @@ impl From<WorkloadStatus<AgentPhase>> for AgentStatus {
         AgentStatus {
             workload,
             linked_resources: BTreeMap::new(),
+            usage: None,
         }
     }
 }

@@ -1,5 +1,6 @@
 pub mod access;
 pub mod agent;
+pub mod budget;
 pub mod common;
 pub mod conditions;
 pub mod crd;

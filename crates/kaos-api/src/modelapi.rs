@@ -6,6 +6,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::budget::{Budget, USD_PATTERN};
 use crate::common::{MAX_MODEL_ID, MAX_URL, Telemetry, WorkloadStatus};
 use crate::scaling::WorkloadScaling;
 use crate::workload::{WorkloadSpec, describe_workload_fields};
@@ -121,9 +122,66 @@ pub struct ProxyConfig {
     /// Key for the upstream API (`PROXY_API_KEY`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key: Option<ApiKey>,
-    /// A complete LiteLLM config used verbatim instead of the generated one.
+    /// A complete LiteLLM config used instead of the generated one. Agents with a budget add
+    /// their entries to an inline (`fromString`) config; one read from a Secret cannot be
+    /// extended, and their budget is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_yaml: Option<ConfigYaml>,
+    /// The budget of every Agent using this ModelAPI that sets none of its own. Unset: such
+    /// agents have no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_agent_budget: Option<Budget>,
+    /// Prices of models LiteLLM's cost map does not know (or that you pay differently for), so
+    /// that cost limits and reported spend count them. Without a price an unknown model costs 0
+    /// and an agent's cost limit says so in its `BudgetExceeded` condition.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    #[schemars(extend("x-kubernetes-validations" = [{
+        "rule": "self.all(p, self.exists_one(q, q.model == p.model))",
+        "message": "prices must not name the same model twice"
+    }]))]
+    pub prices: Vec<ModelPrice>,
+    /// A Redis that keeps the proxy's budget counters, so limits hold across restarts and are
+    /// shared by replicas. Unset: each LiteLLM pod counts alone, from zero when it restarts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redis: Option<RedisConfig>,
+}
+
+/// The price of a model, in US dollars per million tokens.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelPrice {
+    /// The model as agents name it (`spec.model`).
+    #[schemars(length(min = 1, max = MAX_MODEL_ID))]
+    pub model: String,
+    /// Dollars per million prompt tokens, e.g. `"2.50"`.
+    #[schemars(length(min = 1, max = 16), pattern(USD_PATTERN))]
+    pub input_per_million_tokens: String,
+    /// Dollars per million completion tokens, e.g. `"10"`.
+    #[schemars(length(min = 1, max = 16), pattern(USD_PATTERN))]
+    pub output_per_million_tokens: String,
+}
+
+/// A Redis server (standalone) reached from the ModelAPI's pods.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RedisConfig {
+    /// Its host name or address, e.g. `redis.kaos-system.svc.cluster.local`.
+    #[schemars(length(min = 1, max = 253))]
+    pub host: String,
+    /// Its port (default 6379).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: Option<i32>,
+    /// A Secret key holding its password (`REDIS_PASSWORD`); unset: no password.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password_secret_ref: Option<SecretKeySelector>,
+}
+
+impl RedisConfig {
+    pub fn port(&self) -> i32 {
+        self.port.unwrap_or(6379)
+    }
 }
 
 /// The upstream API key: a literal value or a reference. Prefer a Secret reference.
