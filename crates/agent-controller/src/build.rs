@@ -71,7 +71,7 @@ pub fn environment(agent: &Agent, resolved: &Resolved, settings: &Settings) -> V
     }
     let user_at = vars.len();
     vars.push(env("MODEL_API_URL", resolved.model_api_url.clone()));
-    vars.push(env("MODEL_NAME", spec.model.clone()));
+    vars.push(env("MODEL_NAME", resolved.model_name.clone()));
     if let Some(config) = config {
         vars.push(env(
             "AGENTIC_LOOP_MAX_STEPS",
@@ -125,6 +125,10 @@ pub fn environment(agent: &Agent, resolved: &Resolved, settings: &Settings) -> V
         for (peer, endpoint) in &resolved.peers {
             vars.push(env(&peer_variable(peer), endpoint.clone()));
         }
+    }
+    // A budgeted agent's model calls say who makes them (`x-actor`), as a bound memory's do.
+    if resolved.budgeted && !vars.iter().any(|v| v.name == "AGENT_IDENTITY") {
+        vars.push(env("AGENT_IDENTITY", identity(agent)));
     }
     let telemetry = merge_telemetry(
         config.and_then(|c| c.telemetry.as_ref()),

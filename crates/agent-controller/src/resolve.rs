@@ -3,13 +3,15 @@
 //! lookups.
 
 use kaos_api::agent::Agent;
+use kaos_api::budget;
 use kaos_api::conditions::{
-    INVALID_MEMORY_READ_SCOPE, MCP_SERVER_NOT_FOUND, MCP_SERVER_NOT_READY, MEMORY_STORE_NOT_FOUND,
-    MEMORY_STORE_NOT_READY, MODEL_API_NOT_FOUND, MODEL_API_NOT_READY, MODEL_NOT_SUPPORTED,
+    BUDGET_NOT_ENFORCEABLE, INVALID_MEMORY_READ_SCOPE, MCP_SERVER_NOT_FOUND, MCP_SERVER_NOT_READY,
+    MEMORY_STORE_NOT_FOUND, MEMORY_STORE_NOT_READY, MODEL_API_NOT_FOUND, MODEL_API_NOT_READY,
+    MODEL_NOT_SUPPORTED,
 };
 use kaos_api::mcpserver::MCPServer;
 use kaos_api::memorystore::{self, MemoryStore, ReadScope};
-use kaos_api::modelapi::ModelAPI;
+use kaos_api::modelapi::{ModelAPI, ModelAPIMode, effective_budget};
 use kaos_workload::desired::Problem;
 use kube::ResourceExt;
 
@@ -19,6 +21,10 @@ use crate::conditions::DEPENDENCIES_READY;
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Resolved {
     pub model_api_url: String,
+    /// `MODEL_NAME`: the model, or with a budget the agent's alias at its ModelAPI.
+    pub model_name: String,
+    /// Whether the agent has a budget (its model calls then carry its identity).
+    pub budgeted: bool,
     /// (name, endpoint), sorted by name.
     pub mcp_servers: Vec<(String, String)>,
     /// (name, endpoint) of the peers that have one (`naming::advertised_endpoint`), sorted by
@@ -89,6 +95,14 @@ pub fn resolve<'a>(
             ),
         ));
     }
+    let budgeted = effective_budget(spec.budget.as_ref(), Some(&model_api.spec)).is_some();
+    if budgeted {
+        enforceable(model_api)?;
+    }
+    let model_name = match budgeted {
+        true => budget::alias(namespace, &agent.name_any()),
+        false => spec.model.clone(),
+    };
     let mut mcp_servers = Vec::new();
     for name in &spec.mcp_servers {
         let Some(server) = mcp_server(name) else {
@@ -126,10 +140,40 @@ pub fn resolve<'a>(
     peers.dedup();
     Ok(Resolved {
         model_api_url: model_status.endpoint.unwrap_or_default(),
+        model_name,
+        budgeted,
         mcp_servers,
         peers,
         memory: None,
     })
+}
+
+/// A budget is enforced by a Proxy ModelAPI's LiteLLM, in a config the controller writes.
+fn enforceable(model_api: &ModelAPI) -> Result<(), Problem> {
+    let name = model_api.name_any();
+    let proxy = match model_api.spec.mode {
+        ModelAPIMode::Hosted => {
+            return Err(failed(
+                BUDGET_NOT_ENFORCEABLE,
+                format!(
+                    "spec.budget: ModelAPI {name} is Hosted (Ollama), which cannot enforce a budget; use a Proxy ModelAPI (LiteLLM) or remove the budget"
+                ),
+            ));
+        }
+        ModelAPIMode::Proxy => model_api.spec.proxy_config.as_ref(),
+    };
+    if proxy
+        .and_then(|p| p.config_yaml.as_ref())
+        .is_some_and(|c| c.from_secret_key_ref.is_some())
+    {
+        return Err(failed(
+            BUDGET_NOT_ENFORCEABLE,
+            format!(
+                "spec.budget: ModelAPI {name} reads its LiteLLM config from a Secret (proxyConfig.configYaml.fromSecretKeyRef), which cannot be given the agent's budget entry; use configYaml.fromString or the generated config, or remove the budget"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The binding to the MemoryStore named by a `remote` memory, resolved after the rest. A

@@ -55,6 +55,8 @@ fn rich_agent() -> Agent {
 fn rich_resolved() -> Resolved {
     Resolved {
         model_api_url: "http://modelapi-llm.team.svc.cluster.local:8000".into(),
+        model_name: "openai/gpt-4o".into(),
+        budgeted: false,
         // Given out of order: the builder is handed what resolve returns, which sorts.
         mcp_servers: vec![
             (

@@ -171,17 +171,3 @@ pub fn alias(namespace: &str, agent: &str) -> String {
 pub fn identity(namespace: &str, agent: &str) -> String {
     format!("kaos://agent/{namespace}/{agent}")
 }
-
-/// The budget that applies to an agent: its own, else its ModelAPI's `defaultAgentBudget`.
-pub fn effective<'a>(
-    own: Option<&'a Budget>,
-    model_api: Option<&'a crate::modelapi::ModelAPISpec>,
-) -> Option<&'a Budget> {
-    own.or_else(|| {
-        model_api?
-            .proxy_config
-            .as_ref()?
-            .default_agent_budget
-            .as_ref()
-    })
-}

@@ -20,6 +20,9 @@ pub const PROTOCOL_VERIFIED: &str = "ProtocolVerified";
 /// The ModelAPI's: False when `spec.telemetry` asks for what Hosted mode (Ollama) cannot do;
 /// absent otherwise.
 pub const TELEMETRY_SUPPORTED: &str = "TelemetrySupported";
+/// The ModelAPI's, while agents with a budget use it: whether its LiteLLM config carries their
+/// entries, and where the counters live. Absent without budgeted agents.
+pub const BUDGETS_ENFORCED: &str = "BudgetsEnforced";
 
 // The rollout (every workload kind's `Ready`).
 
@@ -104,3 +107,20 @@ pub const REGISTRY_UNAVAILABLE: &str = "RegistryUnavailable";
 pub const UNKNOWN_RUNTIME: &str = "UnknownRuntime";
 /// The `Ready` reason when an environment variable the runtime requires is not set.
 pub const MISSING_REQUIRED_ENV: &str = "MissingRequiredEnv";
+
+// Budgets (docs/budgets.md).
+
+/// The `BudgetsEnforced` reason (True) when the counters are kept in the ModelAPI's Redis.
+pub const COUNTERS_IN_REDIS: &str = "CountersInRedis";
+/// The `BudgetsEnforced` reason (True) when the counters live in each LiteLLM pod (no Redis): they restart from
+/// zero with the pod, and each replica enforces each limit alone.
+pub const COUNTERS_IN_PROCESS: &str = "CountersInProcess";
+/// The `BudgetsEnforced` reason (False) when an agent's model has no entry in the user's `configYaml`, so its
+/// budget entry cannot be made.
+pub const MODEL_NOT_IN_CONFIG: &str = "ModelNotInConfig";
+/// The `Ready` reason of a ModelAPI whose config with every budgeted agent's entry would not
+/// fit in its ConfigMap.
+pub const CONFIG_TOO_LARGE: &str = "ConfigTooLarge";
+/// The Agent's `DependenciesReady` reason when its budget cannot be enforced by its ModelAPI
+/// (Hosted, or a config read from a Secret).
+pub const BUDGET_NOT_ENFORCEABLE: &str = "BudgetNotEnforceable";

@@ -276,6 +276,20 @@ impl ModelAPISpec {
     }
 }
 
+/// The budget that applies to an agent: its own, else its ModelAPI's `defaultAgentBudget`.
+pub fn effective_budget<'a>(
+    own: Option<&'a Budget>,
+    model_api: Option<&'a ModelAPISpec>,
+) -> Option<&'a Budget> {
+    own.or_else(|| {
+        model_api?
+            .proxy_config
+            .as_ref()?
+            .default_agent_budget
+            .as_ref()
+    })
+}
+
 /// `*` matches every model, `p/*` every model starting with `p/`, anything else only itself.
 pub fn model_pattern_matches(pattern: &str, model: &str) -> bool {
     match pattern.strip_suffix('*') {

@@ -23,6 +23,8 @@ use kaos_workload::desired::{ChildSet, WorkloadChildren};
 use kaos_workload::hash::{secret_hash, stable_hash};
 use kube::ResourceExt;
 
+use crate::agent_budgets::BudgetedAgent;
+use crate::budget_entries::{REDIS_PASSWORD_ENV, with_budgets};
 use crate::litellm;
 use crate::settings::Settings;
 pub use kaos_workload::desired::{Desired, Problem};
@@ -123,12 +125,15 @@ fn api_key_env(name: &str, proxy: &ProxyConfig) -> Option<EnvVar> {
     })
 }
 
+/// A Proxy ModelAPI's pod, its config text (unless read from a Secret) and its
+/// `BudgetsEnforced` condition (with budgeted `agents`).
 fn proxy_pod(
     m: &ModelAPI,
     proxy: &ProxyConfig,
     settings: &Settings,
     telemetry: Option<&kaos_api::common::Telemetry>,
-) -> Result<(PodSpec, Option<String>), Problem> {
+    agents: &[BudgetedAgent],
+) -> Result<(PodSpec, Option<String>, Option<ConditionUpdate<'static>>), Problem> {
     let name = m.name_any();
     let container_override = m.spec.workload.container.as_ref();
     let image = image(
@@ -153,6 +158,20 @@ fn proxy_pod(
         litellm_log(&log_level(&settings.data_plane)),
     ));
     generated.push(env(PERMIT_KEYLESS_ENV, "true"));
+    if let Some(secret) = proxy
+        .redis
+        .as_ref()
+        .and_then(|r| r.password_secret_ref.clone())
+    {
+        generated.push(EnvVar {
+            name: REDIS_PASSWORD_ENV.into(),
+            value: None,
+            value_from: Some(EnvVarSource {
+                secret_key_ref: Some(secret),
+                ..Default::default()
+            }),
+        });
+    }
     if let Some(t) = telemetry.filter(|t| t.enabled) {
         generated.push(env("OTEL_EXPORTER", "otlp_grpc"));
         generated.push(env(
@@ -165,6 +184,7 @@ fn proxy_pod(
     let user_env = container_override
         .map(|c| c.env.as_slice())
         .unwrap_or_default();
+    let mut budgets = None;
     let (volume, config_text) = match proxy.config_yaml.as_ref() {
         Some(c) if c.from_secret_key_ref.is_some() => {
             let secret: &SecretKeySelector = c.from_secret_key_ref.as_ref().expect("checked above");
@@ -195,6 +215,8 @@ fn proxy_pod(
                     settings.litellm_prometheus_metrics,
                 ),
             };
+            let (text, condition) = with_budgets(text, proxy, agents)?;
+            budgets = condition;
             let volume = Volume {
                 name: "litellm-config".into(),
                 config_map: Some(ConfigMapVolumeSource {
@@ -235,7 +257,7 @@ fn proxy_pod(
         volumes: Some(vec![volume]),
         ..Default::default()
     };
-    Ok((pod, config_text))
+    Ok((pod, config_text, budgets))
 }
 
 /// Ollama keeps its key and models in `$HOME/.ollama`, the data volume. The image sets no HOME
@@ -313,12 +335,17 @@ fn hosted_pod(m: &ModelAPI, model: &str, settings: &Settings) -> Result<PodSpec,
     })
 }
 
-/// What `m` should have in the cluster (a ModelAPI reads no other resource), or why it can
-/// have nothing.
-pub fn desired(m: &ModelAPI, settings: &Settings) -> Result<Desired, Problem> {
+/// What `m` should have in the cluster, given the `agents` using it that have a budget, or why
+/// it can have nothing.
+pub fn desired(
+    m: &ModelAPI,
+    settings: &Settings,
+    agents: &[BudgetedAgent],
+) -> Result<Desired, Problem> {
     let name = m.name_any();
     let namespace = m.namespace().unwrap_or_else(|| "default".into());
     let telemetry = merge_telemetry(m.spec.telemetry.as_ref(), &settings.data_plane);
+    let mut budgets = None;
     let (generated, config_text, port, telemetry_ignored) = match m.spec.mode {
         ModelAPIMode::Proxy => {
             let proxy = m.spec.proxy_config.as_ref().ok_or_else(|| {
@@ -327,7 +354,8 @@ pub fn desired(m: &ModelAPI, settings: &Settings) -> Result<Desired, Problem> {
                     "mode Proxy requires spec.proxyConfig".into(),
                 )
             })?;
-            let (pod, text) = proxy_pod(m, proxy, settings, telemetry.as_ref())?;
+            let (pod, text, condition) = proxy_pod(m, proxy, settings, telemetry.as_ref(), agents)?;
+            budgets = condition;
             (pod, text, PROXY_PORT, false)
         }
         ModelAPIMode::Hosted => {
@@ -436,6 +464,7 @@ pub fn desired(m: &ModelAPI, settings: &Settings) -> Result<Desired, Problem> {
             message: "telemetry is not supported by Hosted (Ollama) ModelAPIs: spec.telemetry is kept but has no effect".into(),
         })
         .into_iter()
+        .chain(budgets)
         .collect();
     Ok(Desired {
         first,

@@ -1,10 +1,13 @@
 //! Wires the caches and the reconciler into kube-runtime Controllers (one per watched
 //! namespace, or one for all). A ModelAPI is reconciled when its spec changes, it is deleted,
-//! or one of its children (Deployment, Service, LiteLLM ConfigMap, HTTPRoute) changes.
+//! one of its children (Deployment, Service, LiteLLM ConfigMap, HTTPRoute) changes, or an
+//! Agent using it gains, changes or loses a budget (its LiteLLM config has an entry per budget).
 
 use kaos_runtime::Runtime;
 use kaos_workload::wiring::{ChildKinds, Workload, run_workload};
+use kube::runtime::reflector::ObjectRef;
 
+use crate::agent_budgets::{AgentOfModelApi, has_default_budget, model_apis_of_changed_agents};
 use crate::build::CHILD_SELECTOR;
 use crate::reconcile::{Context, FINALIZER, phase_of};
 use crate::settings::Settings;
@@ -20,10 +23,24 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
         })
         .finalizer(FINALIZER)
         .gateway(settings.gateway.gateway_api_enabled);
-    run_workload(&runtime, workload, |ns| Context {
-        core: ns.core(),
-        settings: settings.clone(),
-        ids: ns.ids(),
+    run_workload(&runtime, workload, |ns| {
+        let (agents, agent_events) = ns.watch::<AgentOfModelApi>();
+        let model_apis = ns.store();
+        ns.reconcile_on(model_apis_of_changed_agents(
+            agent_events,
+            move |namespace, name| {
+                let key = ObjectRef::new(name).within(namespace);
+                model_apis
+                    .get(&key)
+                    .is_some_and(|m| has_default_budget(&m.spec))
+            },
+        ));
+        Context {
+            core: ns.core(),
+            settings: settings.clone(),
+            ids: ns.ids(),
+            agents,
+        }
     })
     .await
 }

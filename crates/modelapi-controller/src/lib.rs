@@ -1,6 +1,8 @@
 //! The ModelAPI controller: reconciles `kaos.tools/v1alpha1` ModelAPIs into LiteLLM proxies
 //! (Proxy) and Ollama servers (Hosted). `build` is pure and also serves `kaosctl render`.
 
+pub mod agent_budgets;
+pub mod budget_entries;
 pub mod build;
 pub mod controller;
 pub mod litellm;

@@ -101,6 +101,7 @@ mod tests {
                 value_from: None,
             }),
             config_yaml: None,
+            ..Default::default()
         };
         assert_eq!(
             generate(&proxy, false, false),

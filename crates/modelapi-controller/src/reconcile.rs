@@ -9,7 +9,9 @@ use kaos_workload::reconcile::{Core, Reconciles};
 use kaos_workload::trigger::claims::{SharedSecurityIds, build_unless_claimed};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::Store;
 
+use crate::agent_budgets::{AgentOfModelApi, budgeted_agents};
 use crate::build::{deployment_name, desired};
 use crate::settings::Settings;
 use crate::status::status;
@@ -21,6 +23,8 @@ pub struct Context {
     pub settings: Settings,
     /// Who holds each `security.id` of ModelAPIs.
     pub ids: SharedSecurityIds,
+    /// The Agents of the namespace, as far as their budgets go.
+    pub agents: Store<AgentOfModelApi>,
 }
 
 impl Reconciles<ModelAPI> for Context {
@@ -29,7 +33,10 @@ impl Reconciles<ModelAPI> for Context {
     }
 
     async fn apply(&self, m: Arc<ModelAPI>) -> Result<Action, ReconcileError> {
-        let result = build_unless_claimed(&self.ids, m.as_ref(), || desired(&m, &self.settings));
+        let agents = budgeted_agents(&self.agents, &m);
+        let result = build_unless_claimed(&self.ids, m.as_ref(), || {
+            desired(&m, &self.settings, &agents)
+        });
         let status =
             |conflict, deployment: Option<&_>, now| status(&m, &result, conflict, deployment, now);
         self.core

@@ -7,6 +7,7 @@ use kaos_workload::cache::deployment_view::DeploymentView;
 
 use crate::build::{Desired, Problem, TELEMETRY_SUPPORTED, labels};
 
+use kaos_api::conditions::BUDGETS_ENFORCED;
 pub use kaos_api::conditions::READY;
 
 pub fn status(
@@ -23,7 +24,7 @@ pub fn status(
         conflict,
         deployment,
         &previous,
-        &[TELEMETRY_SUPPORTED],
+        &[TELEMETRY_SUPPORTED, BUDGETS_ENFORCED],
         &labels,
         m.metadata.generation,
         now,

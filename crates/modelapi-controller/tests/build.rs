@@ -64,7 +64,7 @@ fn view(desired: Desired) -> Built {
 }
 
 fn built(spec: Value, extra: &[&str]) -> Built {
-    view(desired(&modelapi(spec), &settings(extra)).expect("builds"))
+    view(desired(&modelapi(spec), &settings(extra), &[]).expect("builds"))
 }
 
 fn json_of<T: serde::Serialize>(value: &T) -> Value {
@@ -255,7 +255,7 @@ fn config_yaml_from_string_is_checked_and_from_secret_is_mounted() {
 
     spec["proxyConfig"]["configYaml"] =
         json!({"fromString": "model_list:\n  - model_name: claude-3\n"});
-    let err = desired(&modelapi(spec.clone()), &settings(&[])).expect_err("not allowed");
+    let err = desired(&modelapi(spec.clone()), &settings(&[]), &[]).expect_err("not allowed");
     assert_eq!(err.reason, "ModelNotAllowed");
     assert!(
         err.message.contains("\"claude-3\"") && err.message.contains("[gpt-4o, gpt-4o-mini]"),
@@ -306,7 +306,7 @@ fn litellm_may_start_keyless_whatever_the_config_source() {
 fn a_name_admitted_before_the_name_rule_fails() {
     let mut dotted = modelapi(proxy());
     dotted.metadata.name = Some("team.llm".into());
-    let err = desired(&dotted, &settings(&[])).expect_err("no Service name");
+    let err = desired(&dotted, &settings(&[]), &[]).expect_err("no Service name");
     assert_eq!(err.reason, "InvalidName");
 }
 
@@ -471,7 +471,7 @@ fn missing_images_are_clear_errors() {
     let bare = Args::try_parse_from(["modelapi-controller"])
         .expect("flags")
         .settings;
-    let err = desired(&modelapi(proxy()), &bare).expect_err("no image");
+    let err = desired(&modelapi(proxy()), &bare, &[]).expect_err("no image");
     assert_eq!(
         err,
         Problem::failed(
@@ -482,7 +482,7 @@ fn missing_images_are_clear_errors() {
     );
     let hosted = modelapi(json!({"mode": "Hosted", "hostedConfig": {"model": "m"}}));
     assert_eq!(
-        desired(&hosted, &bare).expect_err("no image").reason,
+        desired(&hosted, &bare, &[]).expect_err("no image").reason,
         "NoImage"
     );
 }

@@ -5,6 +5,7 @@ use std::time::Duration;
 use clap::Parser;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use kaos_api::agent::Agent;
 use kaos_api::common::Phase;
 use kaos_api::modelapi::ModelAPI;
 use kaos_harness::cluster::TestCluster;
@@ -314,4 +315,152 @@ async fn a_failed_rollout_is_failed_and_warned_of() {
         m.message()
     );
     h.until_warning("RolloutFailed").await;
+}
+
+/// The `model_list` entries of ModelAPI `name`'s config: (model_name, model_info.id, tpd).
+async fn entries(h: &ControllerTest, name: &str) -> Vec<(String, Option<String>, Option<i64>)> {
+    let config = h.get::<ConfigMap>(&format!("litellm-config-{name}")).await;
+    let text = &config.data.expect("data")["config.yaml"];
+    let config: serde_json::Value = serde_saphyr::from_str(text).expect("YAML");
+    config["model_list"]
+        .as_array()
+        .expect("a model_list")
+        .iter()
+        .map(|e| {
+            (
+                e["model_name"].as_str().unwrap_or_default().to_string(),
+                e["model_info"]["id"].as_str().map(String::from),
+                e["litellm_params"]["tpd"].as_i64(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn budgeted_agents_get_entries_keyed_on_their_uid_and_a_burst_does_not_roll_litellm_per_agent()
+ {
+    let h = start();
+    h.create(&openai("llm", &["openai/*"])).await;
+    h.until_phase::<ModelAPI>("llm", Phase::Ready).await;
+    let before = h.get::<Deployment>("modelapi-llm").await;
+    // An agent without a budget is not the ModelAPI's concern.
+    h.create(&Agent::test("plain")).await;
+    let mut uids = Vec::new();
+    for i in 0..5 {
+        let agent = h
+            .create(&Agent::test(&format!("a{i}")).tokens_per_day(1000 * (i + 1)))
+            .await;
+        uids.push(agent.metadata.uid.expect("a uid"));
+    }
+    let want: Vec<_> = std::iter::once(("openai/*".to_string(), None, None))
+        .chain((0..5).map(|i| {
+            (
+                format!("kaos.default.a{i}"),
+                Some(uids[i as usize].clone()),
+                Some(1000 * (i + 1)),
+            )
+        }))
+        .collect();
+    h.until_within::<ConfigMap>(
+        Duration::from_secs(20),
+        "litellm-config-llm",
+        "five budget entries",
+        |c| {
+            c.data
+                .as_ref()
+                .is_some_and(|d| d["config.yaml"].matches("kaos.default.").count() == 5)
+        },
+    )
+    .await;
+    assert_eq!(entries(&h, "llm").await, want);
+    let ready = h
+        .until("llm", "BudgetsEnforced", |m: &ModelAPI| {
+            m.condition("BudgetsEnforced").is_some()
+        })
+        .await;
+    assert_eq!(ready.reason("BudgetsEnforced"), "CountersInProcess");
+    let after = h.get::<Deployment>("modelapi-llm").await;
+    let generation = |d: &Deployment| d.metadata.generation.unwrap_or(0);
+    assert!(
+        generation(&after) - generation(&before) <= 2,
+        "a burst of five budgets rolls LiteLLM at most twice, not five times: {} rollouts",
+        generation(&after) - generation(&before)
+    );
+
+    // A budget removed takes its entry away; the others keep theirs (their counters' ids).
+    h.merge_patch::<Agent>("a0", json!({"spec": {"budget": null}}))
+        .await;
+    h.delete::<Agent>("a1").await;
+    h.until_within::<ConfigMap>(
+        Duration::from_secs(20),
+        "litellm-config-llm",
+        "three budget entries",
+        |c| {
+            c.data
+                .as_ref()
+                .is_some_and(|d| d["config.yaml"].matches("kaos.default.").count() == 3)
+        },
+    )
+    .await;
+    assert_eq!(
+        entries(&h, "llm").await,
+        [
+            want[0].clone(),
+            want[3].clone(),
+            want[4].clone(),
+            want[5].clone()
+        ]
+    );
+
+    // Steady: no write, even as agents without a budget come and go.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    h.create(&Agent::test("plain-2")).await;
+    h.assert_no_writes_during(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn a_default_budget_covers_the_agents_without_one_of_their_own() {
+    let h = start();
+    let mut llm = openai("llm", &["openai/*"]);
+    llm.spec
+        .proxy_config
+        .as_mut()
+        .expect("proxy")
+        .default_agent_budget = Some(kaos_api::budget::Budget {
+        requests_per_day: Some(50),
+        ..Default::default()
+    });
+    h.create(&llm).await;
+    h.create(&Agent::test("own").tokens_per_day(10)).await;
+    h.create(&Agent::test("defaulted")).await;
+    h.until_within::<ConfigMap>(
+        Duration::from_secs(20),
+        "litellm-config-llm",
+        "two budget entries",
+        |c| {
+            c.data
+                .as_ref()
+                .is_some_and(|d| d["config.yaml"].matches("kaos.default.").count() == 2)
+        },
+    )
+    .await;
+    let config = h.get::<ConfigMap>("litellm-config-llm").await;
+    let config: serde_json::Value =
+        serde_saphyr::from_str(&config.data.expect("data")["config.yaml"]).expect("YAML");
+    let entry = |name: &str| {
+        config["model_list"]
+            .as_array()
+            .expect("list")
+            .iter()
+            .find(|e| e["model_name"] == name)
+            .cloned()
+            .expect("an entry")
+    };
+    assert_eq!(entry("kaos.default.defaulted")["litellm_params"]["rpd"], 50);
+    assert_eq!(entry("kaos.default.own")["litellm_params"]["tpd"], 10);
+    assert!(
+        entry("kaos.default.own")["litellm_params"]
+            .get("rpd")
+            .is_none()
+    );
 }

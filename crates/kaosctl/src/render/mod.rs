@@ -11,8 +11,10 @@ use agent_controller::settings::Settings as AgentSettings;
 use anyhow::Context;
 use k8s_openapi::api::apps::v1::Deployment;
 use kaos_api::agent::Agent;
+use kaos_api::modelapi::ModelAPI;
 use kaos_workload::desired::{Desired, Problem};
 use kube::ResourceExt;
+use modelapi_controller::agent_budgets::{BudgetedAgent, budgeted};
 use serde_json::Value;
 
 use crate::defaults::controller_settings;
@@ -86,7 +88,8 @@ pub fn render(documents: &[Value]) -> anyhow::Result<Rendered> {
         ..Default::default()
     };
     for api in &mut m.model_apis {
-        let result = modelapi_controller::build::desired(api, &settings.modelapi);
+        let agents = budgeted_agents(&m.agents, api);
+        let result = modelapi_controller::build::desired(api, &settings.modelapi, &agents);
         api.status = rendered.children("ModelAPI", api, result).map(ready_at);
     }
     for s in &mut m.servers {
@@ -113,6 +116,31 @@ pub fn render(documents: &[Value]) -> anyhow::Result<Rendered> {
     let problems = workflow_problems(&m.workflows, &m.runs, &m.agents);
     rendered.problems.extend(problems);
     Ok(rendered)
+}
+
+/// The agents of the manifests that have a budget at `model_api`. The API server gives an Agent
+/// its uid (the entry's `model_info.id`); here the alias stands in for it.
+fn budgeted_agents(agents: &[Agent], model_api: &ModelAPI) -> Vec<BudgetedAgent> {
+    agents
+        .iter()
+        .filter_map(|a| {
+            let (ns, name) = (
+                a.namespace().unwrap_or_else(|| "default".into()),
+                a.name_any(),
+            );
+            let spec = &a.spec;
+            let uid = kaos_api::budget::alias(&ns, &name);
+            budgeted(
+                &ns,
+                &name,
+                &uid,
+                &spec.model,
+                &spec.model_api,
+                spec.budget.as_ref(),
+                model_api,
+            )
+        })
+        .collect()
 }
 
 /// The agents of `agent`'s namespace that list it as a peer.
