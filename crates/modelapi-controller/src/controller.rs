@@ -3,7 +3,10 @@
 //! one of its children (Deployment, Service, LiteLLM ConfigMap, HTTPRoute) changes, or an
 //! Agent using it gains, changes or loses a budget (its LiteLLM config has an entry per budget).
 
+use std::time::Duration;
+
 use kaos_runtime::Runtime;
+use kaos_workload::trigger::debounce::debounced;
 use kaos_workload::wiring::{ChildKinds, Workload, run_workload};
 use kube::runtime::reflector::ObjectRef;
 
@@ -11,6 +14,11 @@ use crate::agent_budgets::{AgentOfModelApi, has_default_budget, model_apis_of_ch
 use crate::build::CHILD_SELECTOR;
 use crate::reconcile::{Context, FINALIZER, phase_of};
 use crate::settings::Settings;
+
+/// How long the agents' budgets of a ModelAPI must be still before its config is rewritten.
+const BUDGETS_QUIET: Duration = Duration::from_secs(2);
+/// The longest a change of budgets waits while agents keep changing.
+const BUDGETS_MAX_WAIT: Duration = Duration::from_secs(15);
 
 pub const PHASES: &[&str] = &kaos_api::common::Phase::NAMES;
 
@@ -26,15 +34,14 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
     run_workload(&runtime, workload, |ns| {
         let (agents, agent_events) = ns.watch::<AgentOfModelApi>();
         let model_apis = ns.store();
-        ns.reconcile_on(model_apis_of_changed_agents(
-            agent_events,
-            move |namespace, name| {
-                let key = ObjectRef::new(name).within(namespace);
-                model_apis
-                    .get(&key)
-                    .is_some_and(|m| has_default_budget(&m.spec))
-            },
-        ));
+        let changed = model_apis_of_changed_agents(agent_events, move |namespace, name| {
+            let key = ObjectRef::new(name).within(namespace);
+            model_apis
+                .get(&key)
+                .is_some_and(|m| has_default_budget(&m.spec))
+        });
+        // Each change of the config rolls LiteLLM: a burst of budgeted agents is one.
+        ns.reconcile_on(debounced(changed, BUDGETS_QUIET, BUDGETS_MAX_WAIT));
         Context {
             core: ns.core(),
             settings: settings.clone(),

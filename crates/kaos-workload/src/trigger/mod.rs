@@ -9,6 +9,7 @@
 
 pub mod child_changes;
 pub mod claims;
+pub mod debounce;
 pub mod index;
 
 use std::collections::{HashMap, HashSet};
