@@ -1,12 +1,14 @@
 //! ModelAPI spec (+ operator settings) → the children that serve it. Pure: no IO.
 
 use k8s_openapi::ByteString;
+use k8s_openapi::api::apps::v1::{DeploymentStrategy, RollingUpdateDeployment};
 use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
     EnvVarSource, KeyToPath, PodSpec, Secret, SecretKeySelector, SecretVolumeSource, Volume,
     VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kaos_api::conditions::{
     MISSING_HOSTED_CONFIG, MISSING_PROXY_CONFIG, NO_IMAGE, NOT_SUPPORTED_IN_HOSTED_MODE,
 };
@@ -400,6 +402,19 @@ pub fn desired(
     let scaled = ScaledChildren::of(&workload, &m.spec.scaling);
     let policies = &settings.data_plane.network_policy;
     let mut deployment = workload.deployment(pod, scaled.replicas.in_spec());
+    if !agents.is_empty()
+        && let Some(spec) = deployment.spec.as_mut()
+    {
+        // A new budget rolls the pods: no moment without a ready proxy, whatever the replicas
+        // (the default 25% lets one of four go first).
+        spec.strategy = Some(DeploymentStrategy {
+            type_: Some("RollingUpdate".into()),
+            rolling_update: Some(RollingUpdateDeployment {
+                max_unavailable: Some(IntOrString::Int(0)),
+                max_surge: Some(IntOrString::Int(1)),
+            }),
+        });
+    }
     if let Some(text) = config_map
         .as_ref()
         .and_then(|c| c.data.as_ref())

@@ -379,6 +379,16 @@ async fn budgeted_agents_get_entries_keyed_on_their_uid_and_a_burst_rolls_litell
         .await;
     assert_eq!(ready.reason("BudgetsEnforced"), "CountersInProcess");
     let after = h.get::<Deployment>("modelapi-llm").await;
+    let strategy = after
+        .spec
+        .as_ref()
+        .and_then(|s| s.strategy.clone())
+        .expect("a strategy");
+    assert_eq!(
+        strategy.rolling_update.and_then(|r| r.max_unavailable),
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(0)),
+        "no pod of the proxy goes before its replacement is ready"
+    );
     let generation = |d: &Deployment| d.metadata.generation.unwrap_or(0);
     assert_eq!(
         generation(&after) - generation(&before),
