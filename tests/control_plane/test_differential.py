@@ -429,6 +429,20 @@ CEL_CASES = [
      memorystore("replicas", replicas=2)),
     ("a long rule with ternaries (the compaction marks)", "memorystores",
      memorystore("marks", shortTerm={"tokenBudget": 64}, mediumTerm={"compactionTrigger": 100})),
+    ("a budget with no limit (a rule on an object)", "agents",
+     agent("budget-none", budget={"onExceeded": "Reject"})),
+    ("a budget's reset time with tokensPerDay (a rule with a fieldPath)", "agents",
+     agent("budget-reset", budget={"tokensPerDay": 10, "dailyResetTime": "06:00"})),
+    ("a budget that suspends", "agents",
+     agent("budget-suspend", budget={"tokensPerDay": 10, "onExceeded": "Suspend"})),
+    ("a cost limit of zero (double() of a string)", "agents",
+     agent("budget-zero", budget={"cost": {"limit": "0"}})),
+    ("a cost limit that is no amount (the rule guarded by matches())", "agents",
+     agent("budget-minus", budget={"cost": {"limit": "-1"}})),
+    ("a model priced twice", "modelapis",
+     modelapi("prices", mode="Proxy", proxyConfig={"models": ["*"], "prices": [
+         {"model": "m", "inputPerMillionTokens": "1", "outputPerMillionTokens": "2"},
+         {"model": "m", "inputPerMillionTokens": "1", "outputPerMillionTokens": "2"}]})),
     ("a rule inside a list item", "accessgrants",
      access_grant("both", [{"kind": "Agent", "name": "a", "selector": {"matchLabels": {"x": "y"}}}])),
 ]
@@ -482,7 +496,12 @@ def test_discovery(servers):
 
 def test_table_of_a_kaos_kind(servers):
     servers.call("POST", f"{KAOS}/agents", agent("tabled"))
-    servers.merge(f"{KAOS}/agents/tabled/status", {"status": {"phase": "Ready", "ready": True}})
+    # With a budget's usage and condition: the Tokens and Budget columns (a JSONPath filter).
+    budget_exceeded = {"type": "BudgetExceeded", "status": "True", "reason": "TokensPerDay",
+                       "message": "m", "lastTransitionTime": "2026-11-29T00:00:00Z"}
+    servers.merge(f"{KAOS}/agents/tabled/status", {"status": {
+        "phase": "Ready", "ready": True, "usage": {"totalTokens": 450},
+        "conditions": [budget_exceeded]}})
     accept = "application/json;as=Table;v=v1;g=meta.k8s.io"
     for path in [f"{KAOS}/agents", f"{KAOS}/agents/tabled"]:
         replies = servers.call("GET", path, accept=accept)

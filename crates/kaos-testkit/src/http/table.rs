@@ -46,24 +46,61 @@ fn columns(rt: &ResourceType) -> Vec<Column> {
     columns
 }
 
-/// Follows a simple JSONPath (`.a.b`, `.a[0].b`).
+/// Follows a simple JSONPath (`.a.b`, `.a[0].b`, `.a[?(@.k=="v")].b`: the first item whose `k`
+/// is `v`, as the API server prints a column with a filter).
 fn lookup<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
     let mut current = object;
-    for part in path
-        .trim_start_matches('.')
-        .split('.')
-        .filter(|p| !p.is_empty())
-    {
-        let (field, index) = match part.split_once('[') {
-            Some((field, rest)) => (field, rest.trim_end_matches(']').parse::<usize>().ok()),
+    for part in segments(path.trim_start_matches('.')) {
+        let (field, selector) = match part.split_once('[') {
+            Some((field, rest)) => (field, Some(&rest[..rest.len().saturating_sub(1)])),
             None => (part, None),
         };
-        current = current.get(field)?;
-        if let Some(i) = index {
-            current = current.get(i)?;
+        if !field.is_empty() {
+            current = current.get(field)?;
         }
+        current = match selector {
+            None => current,
+            Some(filter) if filter.starts_with("?(") => {
+                let (key, want) = filter_of(filter)?;
+                current
+                    .as_array()?
+                    .iter()
+                    .find(|item| item.get(key).and_then(Value::as_str) == Some(want))?
+            }
+            Some(index) => current.get(index.parse::<usize>().ok()?)?,
+        };
     }
     Some(current)
+}
+
+/// The `.`-separated parts of a path, a bracket's content kept whole.
+fn segments(path: &str) -> Vec<&str> {
+    let (mut parts, mut start, mut depth) = (Vec::new(), 0, 0);
+    for (i, c) in path.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth -= 1,
+            '.' if depth == 0 => {
+                parts.push(&path[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&path[start..]);
+    parts.into_iter().filter(|p| !p.is_empty()).collect()
+}
+
+/// (`k`, `v`) of a filter `?(@.k=="v")` (or with single quotes).
+fn filter_of(filter: &str) -> Option<(&str, &str)> {
+    let inner = filter.strip_prefix("?(@.")?.strip_suffix(')')?;
+    let (key, value) = inner.split_once("==")?;
+    let value = value.trim();
+    let value = value
+        .strip_prefix('"')
+        .and_then(|v| v.strip_suffix('"'))
+        .or_else(|| value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))?;
+    Some((key.trim(), value))
 }
 
 /// `5s`, `3m`, `2h`, `4d`, as kubectl prints ages.
@@ -143,4 +180,29 @@ pub fn to_table(rt: &ResourceType, value: &Value, include_object: Option<&str>) 
         "columnDefinitions": definitions,
         "rows": rows,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_column_path_follows_fields_indexes_and_a_filter() {
+        let object = json!({"status": {"conditions": [
+            {"type": "Ready", "reason": "DeploymentReady"},
+            {"type": "BudgetExceeded", "reason": "TokensPerDay"},
+        ], "list": [1, 2]}});
+        let at = |path: &str| lookup(&object, path).cloned();
+        assert_eq!(at(".status.list[1]"), Some(json!(2)));
+        assert_eq!(
+            at(r#".status.conditions[?(@.type=="BudgetExceeded")].reason"#),
+            Some(json!("TokensPerDay"))
+        );
+        assert_eq!(
+            at(".status.conditions[?(@.type=='Ready')].reason"),
+            Some(json!("DeploymentReady"))
+        );
+        assert_eq!(at(r#".status.conditions[?(@.type=="Gone")].reason"#), None);
+        assert_eq!(at(".status.missing"), None);
+    }
 }
