@@ -181,6 +181,10 @@ policies"); only the agent controller reads these two.
   value: {{ include "kaos-lib.labelText" (dict "kubernetes.io/metadata.name" $root.Release.Namespace) | quote }}
 - name: NETWORK_POLICY_WORKFLOW_POD_LABELS
   value: {{ include "kaos-lib.labelText" (dict "app.kubernetes.io/name" "workflow-controller" "app.kubernetes.io/instance" $root.Release.Name) | quote }}
+- name: NETWORK_POLICY_CONTROLLER_NAMESPACE_LABELS
+  value: {{ include "kaos-lib.labelText" (dict "kubernetes.io/metadata.name" $root.Release.Namespace) | quote }}
+- name: NETWORK_POLICY_CONTROLLER_POD_LABELS
+  value: {{ include "kaos-lib.labelText" (dict "app.kubernetes.io/instance" $root.Release.Name "app.kubernetes.io/part-of" "kaos") | quote }}
 - name: NETWORK_POLICY_APISERVER_CIDRS
   value: {{ join "," ($apiServer.cidrs | default list) | quote }}
 - name: NETWORK_POLICY_APISERVER_PORTS

@@ -13,7 +13,9 @@ use k8s_openapi::api::networking::v1::{
     NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyIngressRule, NetworkPolicyPeer,
     NetworkPolicyPort, NetworkPolicySpec,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, LabelSelectorRequirement, ObjectMeta,
+};
 
 use super::graph::{AgentEdges, MemoryStoreEdges};
 use super::settings::{NetworkPolicyArgs, ip_block};
@@ -170,9 +172,34 @@ fn workflow_peer(args: &NetworkPolicyArgs) -> Option<NetworkPolicyPeer> {
         .then(|| namespaced_peer(&args.workflow_namespace_labels, &args.workflow_pod_labels))
 }
 
+/// The controllers that open connections to a ModelAPI's pods: the agent controller reads
+/// LiteLLM's usage of budgeted agents, the ModelAPI controller checks the models it serves.
+pub const MODEL_API_CHECKERS: &[&str] = &["agent-controller", "modelapi-controller"];
+/// The controller that opens connections to an MCP server's pods (its tools check).
+pub const MCP_SERVER_CHECKERS: &[&str] = &["mcpserver-controller"];
+
+/// The operator's controllers named `names` (`app.kubernetes.io/name`), when their labels are
+/// configured: they check the protocols of the workloads and read LiteLLM's usage.
+fn controller_peer(args: &NetworkPolicyArgs, names: &[&str]) -> Option<NetworkPolicyPeer> {
+    args.admits_controllers().then(|| {
+        let mut peer = namespaced_peer(
+            &args.controller_namespace_labels,
+            &args.controller_pod_labels,
+        );
+        if let Some(pods) = peer.pod_selector.as_mut() {
+            pods.match_expressions = Some(vec![LabelSelectorRequirement {
+                key: "app.kubernetes.io/name".into(),
+                operator: "In".into(),
+                values: Some(names.iter().map(|n| n.to_string()).collect()),
+            }]);
+        }
+        peer
+    })
+}
+
 /// The policy of a ModelAPI's pods: ingress from every agent and memory store pod of the
-/// namespace (their own egress picks which ModelAPI they reach), the gateway and the scraper,
-/// on its port (8000 for LiteLLM, 11434 for Ollama); egress to DNS, the provider (the external
+/// namespace (their own egress picks which ModelAPI they reach), the gateway, the scraper and
+/// (when configured) the controllers that check it, on its port (8000 for LiteLLM, 11434 for Ollama); egress to DNS, the provider (the external
 /// CIDRs and ports) and the extra egress.
 pub fn model_api_policy(workload: &Workload, args: &NetworkPolicyArgs) -> NetworkPolicy {
     let clients = vec![
@@ -182,11 +209,12 @@ pub fn model_api_policy(workload: &Workload, args: &NetworkPolicyArgs) -> Networ
     let mut egress = vec![dns_rule(args)];
     egress.extend(external_rule(args));
     egress.extend(args.extra_egress.0.iter().cloned());
-    policy(workload, &[workload.port], clients, None, egress, args)
+    let checkers = controller_peer(args, MODEL_API_CHECKERS);
+    policy(workload, &[workload.port], clients, checkers, egress, args)
 }
 
 /// The policy of an MCP server's pods: ingress from every agent pod of the namespace, the
-/// gateway and the scraper, on the workload's port and `ports` (a custom container's other
+/// gateway, the scraper and (when configured) the MCPServer controller, on the workload's port and `ports` (a custom container's other
 /// container ports); egress to DNS, what the runtime's entry of `NETWORK_POLICY_MCP_EGRESS`
 /// allows, and the extra egress.
 pub fn mcp_server_policy(
@@ -208,7 +236,8 @@ pub fn mcp_server_policy(
     egress.extend(args.extra_egress.0.iter().cloned());
     let mut all_ports = vec![workload.port];
     all_ports.extend_from_slice(ports);
-    policy(workload, &all_ports, clients, None, egress, args)
+    let checkers = controller_peer(args, MCP_SERVER_CHECKERS);
+    policy(workload, &all_ports, clients, checkers, egress, args)
 }
 
 /// The policy of a MemoryStore's pods: ingress from every agent pod of the namespace, the

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::build::{MCP_SERVER_CHECKERS, MODEL_API_CHECKERS};
 use super::values::McpEgress;
 
 /// An endpoint of the graph: a generated workload (by its resource's name) or something outside
@@ -21,6 +22,9 @@ pub enum Node {
     /// The workflow controller's pods (`NETWORK_POLICY_WORKFLOW_*_LABELS`): it sends A2A tasks
     /// to agents only.
     WorkflowController,
+    /// One of the operator's controllers (`NETWORK_POLICY_CONTROLLER_*_LABELS` and its
+    /// `app.kubernetes.io/name`): they check the protocols of the workloads they run.
+    Controller(&'static str),
     /// The cluster DNS pods (`NETWORK_POLICY_DNS_*`).
     Dns,
     /// An address in the external CIDRs outside the cluster CIDRs, on an external port: a
@@ -66,6 +70,9 @@ pub struct Graph {
     /// Whether agents admit the workflow controller
     /// (`NetworkPolicyArgs::admits_workflow_controller`).
     pub workflow_controller: bool,
+    /// Whether workloads admit the operator's controllers
+    /// (`NetworkPolicyArgs::admits_controllers`).
+    pub controllers: bool,
 }
 
 impl Graph {
@@ -101,6 +108,8 @@ impl Graph {
 /// - the gateway and the scraper → every workload (the gateway routes to all four kinds);
 /// - the workflow controller, when configured → every agent (it talks A2A to agents, and to
 ///   nothing else);
+/// - the controllers, when configured → what they check: the agent and ModelAPI controllers →
+///   every ModelAPI (usage, models), the MCPServer controller → every MCP server (tools);
 /// - an agent → its ModelAPI, its MCP servers, its memory store and the agents it lists (not
 ///   itself);
 /// - a memory store → its ModelAPIs, and → the database when its storage is external;
@@ -145,6 +154,16 @@ pub fn allowed_pairs(graph: &Graph) -> BTreeSet<(Node, Node)> {
     }
     for name in &graph.model_apis {
         pairs.insert((Node::ModelApi(name.clone()), Node::External));
+        if graph.controllers {
+            for checker in MODEL_API_CHECKERS {
+                pairs.insert((Node::Controller(checker), Node::ModelApi(name.clone())));
+            }
+        }
+    }
+    for name in graph.mcp_servers.keys().filter(|_| graph.controllers) {
+        for checker in MCP_SERVER_CHECKERS {
+            pairs.insert((Node::Controller(checker), Node::McpServer(name.clone())));
+        }
     }
     for (name, egress) in &graph.mcp_servers {
         for kind in egress {

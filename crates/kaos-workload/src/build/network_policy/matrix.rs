@@ -314,3 +314,57 @@ fn workflow_pod_labels_without_a_namespace_match_every_namespace() {
         }
     }
 }
+
+/// [`test_args`] with the operator's controllers where the chart puts them.
+fn controller_args() -> NetworkPolicyArgs {
+    NetworkPolicyArgs {
+        controller_namespace_labels: Labels::parse("kubernetes.io/metadata.name=kaos-system")
+            .expect("labels"),
+        controller_pod_labels: Labels::parse(
+            "app.kubernetes.io/instance=kaos,app.kubernetes.io/part-of=kaos",
+        )
+        .expect("labels"),
+        ..test_args()
+    }
+}
+
+fn touching_controllers(pairs: &BTreeSet<(Node, Node)>) -> BTreeSet<(Node, Node)> {
+    let controller = |n: &Node| matches!(n, Node::Controller(_));
+    pairs
+        .iter()
+        .filter(|(from, to)| controller(from) || controller(to))
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn configured_controllers_reach_what_they_check_and_nothing_else() {
+    let pairs = assert_matrix_with(&every_kind(), &controller_args());
+    // The agent and ModelAPI controllers reach the ModelAPI (usage, models), the MCPServer
+    // controller the MCP server (tools); no controller reaches an agent or the MemoryStore,
+    // the others nothing; the lookalike of another namespace is among the intruders.
+    assert_eq!(
+        touching_controllers(&pairs),
+        [
+            (
+                Node::Controller("agent-controller"),
+                Node::ModelApi("llm".into())
+            ),
+            (
+                Node::Controller("modelapi-controller"),
+                Node::ModelApi("llm".into())
+            ),
+            (
+                Node::Controller("mcpserver-controller"),
+                Node::McpServer("tools".into())
+            ),
+        ]
+        .into()
+    );
+}
+
+#[test]
+fn unconfigured_controllers_reach_nothing() {
+    let pairs = assert_matrix(&every_kind());
+    assert!(touching_controllers(&pairs).is_empty());
+}

@@ -22,6 +22,8 @@ pub const SCRAPER_NAMESPACE_LABELS_ENV: &str = "NETWORK_POLICY_SCRAPER_NAMESPACE
 pub const SCRAPER_POD_LABELS_ENV: &str = "NETWORK_POLICY_SCRAPER_POD_LABELS";
 pub const WORKFLOW_NAMESPACE_LABELS_ENV: &str = "NETWORK_POLICY_WORKFLOW_NAMESPACE_LABELS";
 pub const WORKFLOW_POD_LABELS_ENV: &str = "NETWORK_POLICY_WORKFLOW_POD_LABELS";
+pub const CONTROLLER_NAMESPACE_LABELS_ENV: &str = "NETWORK_POLICY_CONTROLLER_NAMESPACE_LABELS";
+pub const CONTROLLER_POD_LABELS_ENV: &str = "NETWORK_POLICY_CONTROLLER_POD_LABELS";
 pub const APISERVER_CIDRS_ENV: &str = "NETWORK_POLICY_APISERVER_CIDRS";
 pub const APISERVER_PORTS_ENV: &str = "NETWORK_POLICY_APISERVER_PORTS";
 pub const DATABASE_CIDRS_ENV: &str = "NETWORK_POLICY_DATABASE_CIDRS";
@@ -186,6 +188,27 @@ pub struct NetworkPolicyArgs {
         value_parser = labels_of(WORKFLOW_POD_LABELS_ENV)
     )]
     pub workflow_pod_labels: Labels,
+    /// Labels of the operator's controllers' namespace (they check the protocols their
+    /// workloads speak and read LiteLLM's usage). Empty: every namespace; the chart pins its own.
+    #[arg(
+        id = "network_policy_controller_namespace_labels",
+        long = "network-policy-controller-namespace-labels",
+        env = CONTROLLER_NAMESPACE_LABELS_ENV,
+        default_value = "",
+        value_parser = labels_of(CONTROLLER_NAMESPACE_LABELS_ENV)
+    )]
+    pub controller_namespace_labels: Labels,
+    /// Labels every controller pod of the operator wears, besides its `app.kubernetes.io/name`
+    /// (which the policies name per kind). Empty (the default): no workload admits a controller,
+    /// so the checks of a namespace with policies fail (docs/network-policy.md).
+    #[arg(
+        id = "network_policy_controller_pod_labels",
+        long = "network-policy-controller-pod-labels",
+        env = CONTROLLER_POD_LABELS_ENV,
+        default_value = "",
+        value_parser = labels_of(CONTROLLER_POD_LABELS_ENV)
+    )]
+    pub controller_pod_labels: Labels,
     /// Addresses of the Kubernetes API server, for MCP servers with `apiserver` egress (the
     /// endpoints of the `kubernetes` Service, not its ClusterIP). Not cut by the cluster CIDRs.
     #[arg(
@@ -268,6 +291,8 @@ impl Default for NetworkPolicyArgs {
             scraper_pod_labels: labels(DEFAULT_SCRAPER_POD_LABELS),
             workflow_namespace_labels: Labels::default(),
             workflow_pod_labels: Labels::default(),
+            controller_namespace_labels: Labels::default(),
+            controller_pod_labels: Labels::default(),
             apiserver_cidrs: cidrs(DEFAULT_APISERVER_CIDRS),
             apiserver_ports: ports(DEFAULT_APISERVER_PORTS),
             database_cidrs: cidrs(DEFAULT_DATABASE_CIDRS),
@@ -291,6 +316,11 @@ impl NetworkPolicyArgs {
     /// empty set would mean every pod of the selected namespaces).
     pub fn admits_workflow_controller(&self) -> bool {
         !self.workflow_pod_labels.0.is_empty()
+    }
+
+    /// Whether workloads admit the operator's controllers: only when their pod labels are set.
+    pub fn admits_controllers(&self) -> bool {
+        !self.controller_pod_labels.0.is_empty()
     }
 
     /// The egress of an MCP server of `runtime` (see [`McpEgressMap::for_runtime`]).

@@ -58,6 +58,13 @@ pub(super) fn surroundings() -> Vec<Endpoint> {
             "10.2.0.5",
             vec![],
         ),
+        // The operator's controllers where the chart installs them; reachable-from only when the
+        // settings name them, and then each only what it checks.
+        controller("agent-controller", "10.2.0.6"),
+        controller("modelapi-controller", "10.2.0.7"),
+        controller("mcpserver-controller", "10.2.0.8"),
+        controller("memorystore-controller", "10.2.0.9"),
+        controller("authz-controller", "10.2.0.10"),
         outside(
             Node::Dns,
             Some("kube-system"),
@@ -99,6 +106,36 @@ pub(super) fn surroundings() -> Vec<Endpoint> {
     ]
 }
 
+fn controller(name: &'static str, ip: &str) -> Endpoint {
+    let labels = [
+        ("app.kubernetes.io/name", name),
+        ("app.kubernetes.io/instance", "kaos"),
+        ("app.kubernetes.io/part-of", "kaos"),
+    ];
+    outside(
+        Node::Controller(name),
+        Some("kaos-system"),
+        &labels,
+        ip,
+        vec![],
+    )
+}
+
+/// A pod that wears a checking controller's labels outside the operator's namespace.
+pub(super) fn controller_lookalike() -> Endpoint {
+    outside(
+        Node::Agent("controller-lookalike".into()),
+        Some("other"),
+        &[
+            ("app.kubernetes.io/name", "agent-controller"),
+            ("app.kubernetes.io/instance", "kaos"),
+            ("app.kubernetes.io/part-of", "kaos"),
+        ],
+        "10.1.9.4",
+        vec![],
+    )
+}
+
 /// A pod that is none of the graph's: it reaches nothing of the workloads.
 pub(super) fn intruders() -> Vec<Endpoint> {
     vec![
@@ -119,6 +156,7 @@ pub(super) fn intruders() -> Vec<Endpoint> {
         ),
         // One that wears the workflow controller's labels outside its namespace.
         workflow_lookalike(),
+        controller_lookalike(),
     ]
 }
 
@@ -165,6 +203,7 @@ impl Namespace {
                 .collect(),
             extra_egress: !args.extra_egress.0.is_empty(),
             workflow_controller: args.admits_workflow_controller(),
+            controllers: args.admits_controllers(),
         }
     }
 
