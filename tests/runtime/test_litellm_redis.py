@@ -132,20 +132,25 @@ def read_reply(stream):
     raise RedisError(f"unexpected reply {line!r}")
 
 
+def redis_server():
+    """KAOS_REDIS_SERVER, or the test fails saying how to get it (it never skips)."""
+    if not REDIS_SERVER:
+        pytest.fail("KAOS_REDIS_SERVER is not set: "
+                    "KAOS_REDIS_SERVER=$(scripts/redis-server-tool path) (docs/testing.md)")
+    if not Path(REDIS_SERVER).exists():
+        pytest.fail(f"KAOS_REDIS_SERVER={REDIS_SERVER} does not exist: scripts/redis-server-tool path")
+    return REDIS_SERVER
+
+
 class RedisServer:
     """A real redis-server on a loopback port with a password, nothing saved to disk."""
 
     def __init__(self, directory):
-        if not REDIS_SERVER:
-            pytest.fail("KAOS_REDIS_SERVER is not set: "
-                        "KAOS_REDIS_SERVER=$(scripts/redis-server-tool path) (docs/testing.md)")
-        if not Path(REDIS_SERVER).exists():
-            pytest.fail(f"KAOS_REDIS_SERVER={REDIS_SERVER} does not exist: scripts/redis-server-tool path")
         self.port = free_port()
         self.password = secrets.token_hex(16)
         self.log = directory / "redis.log"
         self.process = subprocess.Popen(
-            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+            [redis_server(), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no", "--requirepass", self.password, "--dir", str(directory),
              "--logfile", str(self.log)],
             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
@@ -216,6 +221,7 @@ def config_with(objects, router_redis):
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     """Redis, the upstream and one proxy per form, all started at once (~40 s on 2 cores)."""
+    redis_server()
     directory = tmp_path_factory.mktemp("litellm-redis")
     objects = render(directory, MANIFEST)
     # The daily counters are keyed on the UTC day: not within 5 minutes of midnight.
