@@ -21,7 +21,7 @@ skip_control_plane="${KAOS_SKIP_CONTROL_PLANE:-0}"
 for arg in "$@"; do
   case "$arg" in
     --skip-control-plane) skip_control_plane=1 ;;
-    -h | --help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "scripts/test.sh: unknown argument '$arg' (usage: scripts/test.sh [--skip-control-plane])" >&2; exit 2 ;;
   esac
 done
