@@ -2,9 +2,10 @@
 # Runs every check CI runs: formatting, clippy with warnings as errors, and all tests, then the
 # suites on a real Kubernetes control plane (scripts/control-plane; tests/control_plane).
 # Works on a fresh machine: installs what it needs first (rustfmt, clippy, the pinned tools of
-# tools/ci/requirements.txt, the musl targets, the Python packages of the chart tests, and the
-# agent runtime's and LiteLLM's venvs); the control plane, its kubectl and promtool need Go, the
-# agent runtime and LiteLLM Python >= 3.12. A missing tool fails the run, naming it.
+# tools/ci/requirements.txt, the musl targets, the Python packages of the chart tests, the
+# agent runtime's and LiteLLM's venvs, and Debian's redis-server unpacked without root); the control
+# plane, its kubectl and promtool need Go, the agent runtime and LiteLLM Python >= 3.12. A missing
+# tool fails the run, naming it.
 #
 #   scripts/test.sh [--skip-control-plane]
 #
@@ -20,7 +21,7 @@ skip_control_plane="${KAOS_SKIP_CONTROL_PLANE:-0}"
 for arg in "$@"; do
   case "$arg" in
     --skip-control-plane) skip_control_plane=1 ;;
-    -h | --help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "scripts/test.sh: unknown argument '$arg' (usage: scripts/test.sh [--skip-control-plane])" >&2; exit 2 ;;
   esac
 done
@@ -324,13 +325,16 @@ step "Helm chart and image tests" "tests/charts, tests/packaging but arm64"
 pytest_step tests/charts tests/packaging -k 'not arm64'
 
 # KAOS's own agent runtime and the LiteLLM proxy, started with the config and env our
-# Deployments carry (each in a venv with Python >= 3.12). Each tool is resolved on its own line:
-# a failing `$(...)` in a command's prefix would be ignored under `set -e`. kaos-cli's samples
-# (test_samples.py) need kubectl too: they run with the kubectl tests.
-step "Agent runtime and LiteLLM" "pydantic-ai-server 0.8.4, FastMCP, litellm; tests/runtime"
+# Deployments carry (each in a venv with Python >= 3.12), and a real redis-server for LiteLLM's
+# counters (Debian bookworm's, unpacked into .cache/redis by scripts/redis-server-tool: seconds).
+# Each tool is resolved on its own line: a failing `$(...)` in a command's prefix would be ignored
+# under `set -e`. kaos-cli's samples (test_samples.py) need kubectl too: they run with the kubectl
+# tests.
+step "Agent runtime and LiteLLM" "pydantic-ai-server 0.8.4, FastMCP, litellm, redis-server 7.0.15; tests/runtime"
 agent_runtime="$(scripts/python-tool agent-runtime python)"
 litellm="$(scripts/python-tool litellm bin litellm)"
-KAOS_AGENT_RUNTIME="$agent_runtime" KAOS_LITELLM="$litellm" \
+redis_server="$(scripts/redis-server-tool path)"
+KAOS_AGENT_RUNTIME="$agent_runtime" KAOS_LITELLM="$litellm" KAOS_REDIS_SERVER="$redis_server" \
   pytest_step tests/runtime --ignore=tests/runtime/test_samples.py
 
 # The arm64 binaries, cross-compiled by the release build as the release workflow does, checked to

@@ -1,7 +1,8 @@
 """The real LiteLLM proxy as a local process, started as a Proxy ModelAPI's pod starts it, for
-test_litellm.py and test_litellm_budgets.py: the config, args and env that `kaosctl render` (the
-controller's own pure builder) produces, with only the provider's address rewritten to a local fake
-upstream (fake_openai.py) and the config's mount path to a local file.
+test_litellm.py, test_litellm_budgets.py and test_litellm_redis.py: the config, args and env that
+`kaosctl render` (the controller's own pure builder) produces, with only the provider's address
+rewritten to a local fake upstream (fake_openai.py) and the config's mount path to a local file.
+Also the per-agent entry the budget tests add and their calls and /metrics readings.
 
 KAOS_LITELLM is the proxy's `litellm` script (`scripts/python-tool litellm bin litellm`); a missing
 tool fails the test, it never skips (docs/testing.md, "The real LiteLLM proxy")."""
@@ -9,6 +10,7 @@ tool fails the test, it never skips (docs/testing.md, "The real LiteLLM proxy").
 import base64
 import json
 import os
+import re
 import socket
 import subprocess
 import time
@@ -106,9 +108,12 @@ def render(directory, manifest):
 
 class Proxy:
     """One LiteLLM process started from a rendered ModelAPI's Deployment; `config` (YAML text)
-    replaces its ConfigMap's `config.yaml` when given."""
+    replaces its ConfigMap's `config.yaml` when given, `env` is added to the container's, and
+    `label` names its files in `directory` (default: the ModelAPI's name), so that several proxies
+    of one ModelAPI can run side by side."""
 
-    def __init__(self, objects, name, directory, upstream, permit=True, config=None):
+    def __init__(self, objects, name, directory, upstream, permit=True, config=None, env=None,
+                 label=None):
         deployment = find(objects, "Deployment", f"modelapi-{name}")
         container = deployment["spec"]["template"]["spec"]["containers"][0]
         self.container = container
@@ -127,13 +132,14 @@ class Proxy:
         self.env["PROXY_API_BASE"] = upstream.url
         if not permit:
             self.env.pop("LITELLM_DANGEROUSLY_PERMIT_WEAK_OR_UNSET_MASTER_KEY")
+        self.env.update(env or {})
         self.directory = directory
-        self.name = f"{name}{'' if permit else '-no-permit'}"
-        config_path = directory / f"{self.name}-config.yaml"
+        self.name = f"{label or name}{'' if permit else '-no-permit'}"
+        self.config_path = directory / f"{self.name}-config.yaml"
         if config is None:
             config = find(objects, "ConfigMap", f"litellm-config-{name}")["data"]["config.yaml"]
-        config_path.write_text(config)
-        self.args = [str(config_path) if a == "/etc/litellm/config.yaml" else a
+        self.config_path.write_text(config)
+        self.args = [str(self.config_path) if a == "/etc/litellm/config.yaml" else a
                      for a in container["args"]]
         self.starts = 0
         self.start()
@@ -186,3 +192,60 @@ class Proxy:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+def budget_entry(shared, namespace, agent, **limits):
+    """The `model_list` entry the ModelAPI controller will add for a budgeted Agent (docs/budgets.md,
+    "one alias per budgeted Agent"): the shared entry's upstream and key under the alias
+    `kaos.<namespace>.<agent>`, the limits in `litellm_params`, `model_info.id` fixed (the Agent's
+    UID; here `uid-<agent>`). The one place the budget tests build it, to be replaced by the entries
+    the controller renders."""
+    return {"model_name": f"kaos.{namespace}.{agent}",
+            "litellm_params": {**shared["litellm_params"], **limits},
+            "model_info": {"id": f"uid-{agent}"}}
+
+
+def call(proxy, model):
+    """One chat completion as the agent runtime sends it: (status, headers, body)."""
+    return exchange("POST", f"{proxy.url}/v1/chat/completions",
+                    {"model": model, "messages": [{"role": "user", "content": "hi"}]},
+                    {"Authorization": AGENT_AUTHORIZATION})
+
+
+def calls(proxy, model, count):
+    """`count` calls one after another, as one agent's loop makes them. LiteLLM counts a call's
+    tokens and spend after answering it, so each waits briefly for the count of the one before."""
+    answers = []
+    for _ in range(count):
+        answers.append(call(proxy, model))
+        time.sleep(0.3)
+    return answers
+
+
+def error(body):
+    assert isinstance(body, str), body
+    return json.loads(body)["error"]
+
+
+def statuses(answers):
+    return [status for status, _, _ in answers]
+
+
+def metrics(proxy):
+    """{(name, frozenset of labels): value} of the proxy's /metrics."""
+    status, _, text = exchange("GET", f"{proxy.url}/metrics/")
+    assert status == 200, text
+    samples = {}
+    for line in text.splitlines():
+        match = re.fullmatch(r"(\w+)(?:\{(.*)\})? (\S+)", line)
+        if match and not line.startswith("#"):
+            labels = frozenset(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', match.group(2) or ""))
+            samples[(match.group(1), labels)] = float(match.group(3))
+    return samples
+
+
+def sample(samples, name, **labels):
+    """The one sample of `name` whose labels include `labels`."""
+    found = [v for (n, ls), v in samples.items() if n == name and set(labels.items()) <= ls]
+    assert len(found) == 1, (name, labels, [k for k in samples if k[0] == name])
+    return found[0]

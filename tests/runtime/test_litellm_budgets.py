@@ -22,14 +22,12 @@ Asserted, as observed (a LiteLLM that changes any of it fails here first):
   retry-after of either form, and its failure is exported with an empty `model_id`;
 - the Prometheus callback exports tokens, requests and spend with `model_id` (no licence);
 - a restart without Redis forgets the counters: the exhausted alias answers again and the
-  exported counters start from zero.
+  exported counters start from zero. (With Redis: test_litellm_redis.py.)
 
 Needs KAOS_LITELLM, KAOS_AGENT_RUNTIME (conftest.py) and target/debug/kaosctl; a missing tool fails
 the test, it never skips. See docs/testing.md ("The real LiteLLM proxy").
 """
 
-import json
-import re
 import time
 from datetime import datetime, timedelta, timezone
 
@@ -37,7 +35,8 @@ import pytest
 import yaml
 
 from fake_openai import FakeOpenAI
-from litellm_proxy import AGENT_AUTHORIZATION, Proxy, exchange, find, proxy_modelapi, render
+from litellm_proxy import (Proxy, budget_entry, call, calls, error, find, metrics, proxy_modelapi,
+                           render, sample, statuses)
 
 NAMESPACE = "demo"
 TOKENS_PER_CALL = 150
@@ -56,10 +55,10 @@ def uid(agent):
 
 
 def budgeted(shared, agent, **limits):
-    """The entry the ModelAPI controller will add for a budgeted Agent."""
-    return {"model_name": alias(agent),
-            "litellm_params": {**shared["litellm_params"], **limits},
-            "model_info": {"id": uid(agent)}}
+    """The entry the ModelAPI controller will add for a budgeted Agent (`budget_entry`)."""
+    entry = budget_entry(shared, NAMESPACE, agent, **limits)
+    assert (entry["model_name"], entry["model_info"]["id"]) == (alias(agent), uid(agent))
+    return entry
 
 
 def now():
@@ -116,52 +115,6 @@ def budgets(tmp_path_factory):
             yield upstream, proxy, {"passed": passed, "ahead": ahead}
         finally:
             proxy.stop()
-
-
-def call(proxy, model):
-    """One chat completion as the agent runtime sends it: (status, headers, body)."""
-    return exchange("POST", f"{proxy.url}/v1/chat/completions",
-                    {"model": model, "messages": [{"role": "user", "content": "hi"}]},
-                    {"Authorization": AGENT_AUTHORIZATION})
-
-
-def calls(proxy, model, count):
-    """`count` calls one after another, as one agent's loop makes them. LiteLLM counts a call's
-    tokens and spend after answering it, so each waits briefly for the count of the one before."""
-    answers = []
-    for _ in range(count):
-        answers.append(call(proxy, model))
-        time.sleep(0.3)
-    return answers
-
-
-def error(body):
-    assert isinstance(body, str), body
-    return json.loads(body)["error"]
-
-
-def statuses(answers):
-    return [status for status, _, _ in answers]
-
-
-def metrics(proxy):
-    """{(name, frozenset of labels): value} of the proxy's /metrics."""
-    status, _, text = exchange("GET", f"{proxy.url}/metrics/")
-    assert status == 200, text
-    samples = {}
-    for line in text.splitlines():
-        match = re.fullmatch(r"(\w+)(?:\{(.*)\})? (\S+)", line)
-        if match and not line.startswith("#"):
-            labels = frozenset(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', match.group(2) or ""))
-            samples[(match.group(1), labels)] = float(match.group(3))
-    return samples
-
-
-def sample(samples, name, **labels):
-    """The one sample of `name` whose labels include `labels`."""
-    found = [v for (n, ls), v in samples.items() if n == name and set(labels.items()) <= ls]
-    assert len(found) == 1, (name, labels, [k for k in samples if k[0] == name])
-    return found[0]
 
 
 def test_a_tokens_per_day_limit_passes_the_first_calls_then_answers_429(budgets):
@@ -258,7 +211,7 @@ def test_prometheus_exports_tokens_requests_and_spend_by_model_id_without_a_lice
 def test_a_restart_without_redis_forgets_the_counters(budgets):
     """Without Redis the counters live in the process: a restart (a rollout, a crash, an OOM kill)
     gives every alias its whole limit again, and the exported counters start from zero. Kept last:
-    it restarts the proxy the other tests use. The Redis case needs a redis-server (issue 42)."""
+    it restarts the proxy the other tests use. With Redis they survive: test_litellm_redis.py."""
     upstream, proxy, _ = budgets
     assert statuses(calls(proxy, alias("restarted"), 2)) == [200, 429]
     proxy.stop()

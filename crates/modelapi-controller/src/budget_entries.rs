@@ -118,7 +118,7 @@ fn enforced(proxy: &ProxyConfig, count: usize, unserved: &[String]) -> Condition
             true,
             COUNTERS_IN_REDIS,
             format!(
-                "the budgets of {count} agents are enforced; their counters are kept in Redis {}:{}",
+                "the budgets of {count} agents are enforced; their counters are kept in Redis {}:{} (a LiteLLM pod that cannot reach it or is refused by it counts alone, and says so in its log)",
                 redis.host,
                 redis.port()
             ),
