@@ -121,6 +121,8 @@ class Proxy:
                     # Hermetic: the cost map bundled in the package, not a fetch from GitHub.
                     "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
         for var in container.get("env", []):
+            if var["name"] in (env or {}):
+                continue  # given by the test (a Secret of the user's, not rendered)
             if "value" in var:
                 value = var["value"]
             else:

@@ -369,3 +369,48 @@ def test_a_restart_on_the_same_redis_keeps_the_counters(stack):
                     and ("model_id", uid(agent)) in k[1]], agent
     assert sample(samples, "litellm_proxy_failed_requests_metric_total",
                   requested_model=alias("restarted-requests"), exception_status="429") == 1
+
+
+def test_the_config_the_controller_renders_for_redis_keeps_a_budget_across_a_restart(stack):
+    """The same on what `kaosctl render` makes of a ModelAPI with `proxyConfig.redis` (host,
+    port, a password Secret) and a budgeted Agent, with no hand edit: the pod's `REDIS_PASSWORD`
+    (from the Secret) reaches Redis through the config's `os.environ/REDIS_PASSWORD`, the agent's
+    `requestsPerDay: 1` is counted there, and a restarted proxy still refuses its second call."""
+    directory = stack.redis.log.parent / "rendered"
+    directory.mkdir(exist_ok=True)
+    manifest = MANIFEST.replace("    apiKey:", f"""    redis:
+      host: 127.0.0.1
+      port: {stack.redis.port}
+      passwordSecretRef: {{name: redis, key: password}}
+    apiKey:""") + f"""---
+apiVersion: kaos.tools/v1alpha1
+kind: Agent
+metadata: {{name: rendered, namespace: {NAMESPACE}}}
+spec:
+  modelAPI: {NAME}
+  model: gpt-4o
+  budget: {{requestsPerDay: 1}}
+"""
+    objects = render(directory, manifest)
+    config = yaml.safe_load(find(objects, "ConfigMap", f"litellm-config-{NAME}")["data"]["config.yaml"])
+    assert config["router_settings"]["redis_password"] == "os.environ/REDIS_PASSWORD"
+    env = {v["name"]: v for v in
+           find(objects, "Deployment", f"modelapi-{NAME}")["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "redis", "key": "password"}
+    alias_ = f"kaos.{NAMESPACE}.rendered"
+    proxy = Proxy(objects, NAME, directory, stack.upstream, label="rendered",
+                  env={"REDIS_PASSWORD": stack.redis.password})
+    try:
+        proxy.wait_ready()
+        assert statuses(calls(proxy, alias_, 2)) == [200, 429]
+        # Counted in Redis, under the id the controller gave the entry (render: the alias).
+        day = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+        assert stack.redis.command("GET", f"{alias_}:{MODEL}:rpd:{day}") is not None
+        proxy.stop()
+        proxy.start()
+        proxy.wait_ready()
+        status, _, body = call(proxy, alias_)
+        assert status == 429, body
+        assert "RPD limit=1" in error(body)["message"]
+    finally:
+        proxy.stop()
