@@ -879,7 +879,7 @@ def controllers_network_policy_defaults():
         variable = variables[re.search(r"env = (\w+_ENV)", arg).group(1)]
         default = re.search(r'default_value(?:_t)? = (DEFAULT_\w+|"[^"]*"|false)', arg).group(1)
         defaults[variable] = constants[default] if default in constants else default.strip('"')
-    assert len(defaults) == len(variables) == 20, defaults
+    assert len(defaults) == len(variables) == 22, defaults
     return defaults
 
 
@@ -897,6 +897,12 @@ WORKFLOW_PEER = [
     ("NETWORK_POLICY_WORKFLOW_NAMESPACE_LABELS", "kubernetes.io/metadata.name=kaos-system"),
     ("NETWORK_POLICY_WORKFLOW_POD_LABELS", "app.kubernetes.io/instance=kaos,app.kubernetes.io/name=workflow-controller"),
 ]
+# The operator's controllers as the policies admit them to what they check (docs/network-policy.md):
+# this release's, in the release namespace; each policy adds the names of the controllers.
+CONTROLLER_PEER = [
+    ("NETWORK_POLICY_CONTROLLER_NAMESPACE_LABELS", "kubernetes.io/metadata.name=kaos-system"),
+    ("NETWORK_POLICY_CONTROLLER_POD_LABELS", "app.kubernetes.io/instance=kaos,app.kubernetes.io/part-of=kaos"),
+]
 
 
 def test_the_network_policy_defaults_are_the_controllers_own():
@@ -906,7 +912,8 @@ def test_the_network_policy_defaults_are_the_controllers_own():
     # where this release's are).
     defaults = controllers_network_policy_defaults()
     assert defaults["NETWORK_POLICY_WORKFLOW_NAMESPACE_LABELS"] == defaults["NETWORK_POLICY_WORKFLOW_POD_LABELS"] == ""
-    want = {**defaults, "NETWORK_POLICY_ENABLED": "true", **dict(WORKFLOW_PEER)}
+    assert defaults["NETWORK_POLICY_CONTROLLER_NAMESPACE_LABELS"] == defaults["NETWORK_POLICY_CONTROLLER_POD_LABELS"] == ""
+    want = {**defaults, "NETWORK_POLICY_ENABLED": "true", **dict(WORKFLOW_PEER), **dict(CONTROLLER_PEER)}
     env = network_policy_env({"global": {"networkPolicy": {"enabled": True}}})
     for controller in WORKLOAD_CONTROLLERS:
         assert dict(env[f"kaos-{controller}-manager"]) == want, controller
@@ -934,6 +941,7 @@ def test_network_policy_values_reach_the_controllers_converted():
         ("NETWORK_POLICY_SCRAPER_NAMESPACE_LABELS", "team=obs"),
         ("NETWORK_POLICY_SCRAPER_POD_LABELS", "app.kubernetes.io/name=prometheus"),
         *WORKFLOW_PEER,
+        *CONTROLLER_PEER,
         ("NETWORK_POLICY_APISERVER_CIDRS", "172.18.0.2/32"),
         ("NETWORK_POLICY_APISERVER_PORTS", "6443/TCP"),
         ("NETWORK_POLICY_DATABASE_CIDRS", "10.50.0.0/24"),
