@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use clap::Parser;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
@@ -23,7 +24,7 @@ use kaos_api::budget::{Budget, BudgetUsage};
 use kaos_api::conditions::{
     BUDGET_EXCEEDED, REQUESTS_PER_DAY, SCRAPE_FAILED, SCRAPED, TOKENS_PER_DAY, USAGE_REPORTED,
 };
-use kaos_harness::controller::ControllerTest;
+use kaos_harness::controller::{ControllerTest, RunningController};
 use kaos_harness::fixtures::*;
 use kaos_harness::repo_root;
 use kaos_harness::status::Conditioned;
@@ -328,6 +329,25 @@ async fn the_real_litellm_proxy_counts_a_budgeted_agent_until_it_refuses() {
     drop(litellm);
 }
 
+/// Stops the controller and starts another on the same cluster, as a new leader would.
+async fn restart(h: ControllerTest) -> ControllerTest {
+    let ControllerTest {
+        cluster,
+        controller,
+    } = h;
+    controller.stop().await;
+    let mut argv = vec!["agent-controller", "--default-agent-image=kaos-agent:test"];
+    argv.extend(QUICK);
+    let args = agent_controller::settings::Args::try_parse_from(argv).expect("flags");
+    let controller = RunningController::start(&cluster, agent_controller::ID, args.runtime, |rt| {
+        agent_controller::controller::run(rt, args.settings)
+    });
+    ControllerTest {
+        cluster,
+        controller,
+    }
+}
+
 /// A `/metrics/` server with one agent's requests and tokens, counting its reads.
 #[derive(Clone, Default)]
 struct FakeProxy {
@@ -408,6 +428,18 @@ async fn a_model_apis_default_budget_is_read_from_its_endpointslice_pods() {
     })
     .await;
 
+    // A restarted controller resumes from the status: the proxy's counts, which the status
+    // already holds, are not counted again, and nothing is written.
+    let h = restart(h).await;
+    let (_, writes) = h.idle(Duration::from_secs(3)).await;
+    assert_eq!(writes, Vec::<String>::new(), "writes after a restart");
+    assert!(scrapes(&h) > 0.0, "read since the restart");
+    proxy.requests.store(3, Ordering::SeqCst);
+    h.until::<Agent>("worker", "3 requests", |a| {
+        usage(a).is_some_and(|u| u.requests == 3 && u.total_tokens == 450)
+    })
+    .await;
+
     // Its one pod no longer ready: nothing to read, and the status says why.
     h.apply(&slice(port, false));
     let unready = h
@@ -420,7 +452,7 @@ async fn a_model_apis_default_budget_is_read_from_its_endpointslice_pods() {
         message,
         "ModelAPI llm has no ready pod to read the usage from (the EndpointSlices of Service modelapi-llm)"
     );
-    assert_eq!(usage(&unready).map(|u| u.requests), Some(2), "kept");
+    assert_eq!(usage(&unready).map(|u| u.requests), Some(3), "kept");
     h.apply(&slice(port, true));
     h.until::<Agent>("worker", "Scraped", |a| a.reason(USAGE_REPORTED) == SCRAPED)
         .await;
