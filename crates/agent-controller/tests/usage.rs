@@ -480,3 +480,62 @@ async fn a_model_apis_default_budget_is_read_from_its_endpointslice_pods() {
         "reads without a budget"
     );
 }
+
+#[tokio::test]
+async fn only_the_leader_reads_and_a_new_leader_reports() {
+    let proxy = FakeProxy::default();
+    let port = start_fake(proxy.clone()).await;
+    let cluster = kaos_harness::cluster::TestCluster::start();
+    cluster.apply(&slice(port, true));
+    cluster.apply_with_status(&llm().ready()).await;
+    cluster.apply(&budgeted(
+        "worker",
+        Budget {
+            requests_per_day: Some(10),
+            ..Budget::default()
+        },
+    ));
+    let uid = cluster.get::<Agent>("worker").await.metadata.uid;
+    *proxy.uid.lock().expect("uid") = uid.expect("a uid");
+    proxy.requests.store(1, Ordering::SeqCst);
+
+    // A standby: caches warm, nothing read, nothing exported.
+    let mut argv = vec!["agent-controller", "--default-agent-image=kaos-agent:test"];
+    argv.extend(QUICK);
+    let args = agent_controller::settings::Args::try_parse_from(argv).expect("flags");
+    let (leading_tx, leading) = tokio::sync::watch::channel(false);
+    let (runtime, _stop) = kaos_runtime::Runtime::for_tests_with_leader(
+        cluster.client.clone(),
+        agent_controller::ID,
+        args.runtime,
+        leading,
+    );
+    tokio::spawn(agent_controller::controller::run(
+        runtime.clone(),
+        args.settings,
+    ));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(proxy.reads.load(Ordering::SeqCst), 0, "a standby read");
+    assert!(
+        !runtime
+            .metrics
+            .encode()
+            .contains("kaos_agent_usage_tokens{")
+    );
+    assert_eq!(usage(&cluster.get::<Agent>("worker").await), None);
+
+    // It leads: it reads, and the agent's status shows the usage.
+    leading_tx.send_replace(true);
+    cluster
+        .until::<Agent>("worker", "1 request", |a| {
+            usage(a).is_some_and(|u| u.requests == 1) && a.reason(USAGE_REPORTED) == SCRAPED
+        })
+        .await;
+    assert!(proxy.reads.load(Ordering::SeqCst) > 0);
+    assert!(
+        runtime
+            .metrics
+            .encode()
+            .contains("kaos_agent_usage_requests{namespace=\"default\",agent=\"worker\"} 1")
+    );
+}

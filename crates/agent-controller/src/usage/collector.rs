@@ -112,6 +112,10 @@ impl Collector {
             }
             if self.runtime.is_leader() {
                 self.round(jiff::Timestamp::now().as_second()).await;
+            } else {
+                // A standby exports no agent and shows nothing (a leader that loses its Lease
+                // exits; this is for runtimes that keep running).
+                self.book.lock().clear();
             }
         }
     }
