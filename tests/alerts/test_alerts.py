@@ -76,7 +76,7 @@ def test_every_alert_has_a_case_that_fires_and_one_that_does_not():
             for check in case.get("alert_rule_test", []):
                 (fires if check.get("exp_alerts") else quiet).add(check["alertname"])
     assert alerts == {"KaosReconcileErrors", "KaosNoLeader", "KaosControllerAbsent", "KaosResourcesFailed",
-                      "KaosWorkflowRunsFailing",
+                      "KaosWorkflowRunsFailing", "KaosAgentBudgetNearlyExhausted", "KaosAgentBudgetExceeded",
                       "KaosWorkloadNotReady", "KaosWorkloadRestarting", "KaosWorkloadAtMaxReplicas", "KaosModelAPIErrorRate"}
     assert alerts <= fires, f"no case where {sorted(alerts - fires)} fire"
     assert alerts <= quiet, f"no case where {sorted(alerts - quiet)} stay quiet"

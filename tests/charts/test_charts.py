@@ -93,6 +93,18 @@ def test_each_controller_reads_its_own_settings():
            for d in by_kind(render(), "Deployment")}
     assert env["kaos-agent-controller-manager"]["DEFAULT_AGENT_IMAGE"] == "axsauze/kaos-agent:latest"
     assert env["kaos-agent-controller-manager"]["GATEWAY_DEFAULT_AGENT_TIMEOUT"] == "120s"
+    # The usage collector of budgeted agents (docs/budgets.md), its own only.
+    usage = {k: v for k, v in env["kaos-agent-controller-manager"].items() if k.startswith("USAGE_")}
+    assert usage == {"USAGE_SCRAPE_INTERVAL_SECONDS": "60", "USAGE_STATUS_INTERVAL_SECONDS": "300",
+                     "USAGE_SCRAPE_TIMEOUT_SECONDS": "10", "USAGE_SCRAPES_IN_FLIGHT": "8"}
+    assert not [k for d, e in env.items() if d != "kaos-agent-controller-manager" for k in e if k.startswith("USAGE_")]
+    tuned = {d["metadata"]["name"]: {e["name"]: e.get("value") for e in d["spec"]["template"]["spec"]["containers"][0]["env"]}
+             for d in by_kind(render({"agent-controller": {"usage": {"scrapeIntervalSeconds": 15, "statusIntervalSeconds": 0}}}),
+                              "Deployment")}["kaos-agent-controller-manager"]
+    assert (tuned["USAGE_SCRAPE_INTERVAL_SECONDS"], tuned["USAGE_STATUS_INTERVAL_SECONDS"]) == ("15", "0")
+    # It reads the pods of ModelAPIs from their EndpointSlices.
+    (role,) = [r for r in by_kind(render(), "ClusterRole") if r["metadata"]["name"] == "kaos-agent-controller"]
+    assert {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]} in role["rules"]
     assert env["kaos-modelapi-controller-manager"]["DEFAULT_LITELLM_IMAGE"] == "ghcr.io/berriai/litellm:main-stable"
     assert env["kaos-modelapi-controller-manager"]["DEFAULT_OLLAMA_IMAGE"] == "ollama/ollama:latest"
     assert env["kaos-mcpserver-controller-manager"]["SYSTEM_NAMESPACE"] == NAMESPACE
@@ -183,7 +195,7 @@ def test_metrics_are_secure_by_default():
     assert "kaos-metrics-reader" not in names(objects, "ClusterRoleBinding"), "no reader is bound unless asked"
     for monitor in by_kind(objects, "ServiceMonitor"):
         (endpoint,) = monitor["spec"]["endpoints"]
-        assert endpoint == {"port": "metrics", "interval": "30s", "scheme": "https",
+        assert endpoint == {"port": "metrics", "interval": "30s", "honorLabels": True, "scheme": "https",
                             "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
                             "tlsConfig": {"insecureSkipVerify": True}}
 
@@ -197,7 +209,7 @@ def test_plain_metrics_when_secure_is_off():
     for role in by_kind(objects, "ClusterRole"):
         assert not [r for r in role["rules"] if r in METRICS_AUTH_RULES]
     for monitor in by_kind(objects, "ServiceMonitor"):
-        assert monitor["spec"]["endpoints"] == [{"port": "metrics", "interval": "30s"}]
+        assert monitor["spec"]["endpoints"] == [{"port": "metrics", "interval": "30s", "honorLabels": True}]
 
 
 def test_a_metrics_certificate_secret_and_its_ca():
@@ -266,11 +278,11 @@ def test_dashboards_and_alerts():
         selected += re.findall(r'controller=~"([^"]*)"', exprs)
     assert len(by_kind(objects, "ServiceMonitor")) == len(CONTROLLERS)
     (rule,) = by_kind(objects, "PrometheusRule")
-    assert [g["name"] for g in rule["spec"]["groups"]] == ["kaos-controllers", "kaos-workflows"], \
+    assert [g["name"] for g in rule["spec"]["groups"]] == ["kaos-controllers", "kaos-workflows", "kaos-budgets"], \
         "the workloads' alerts are opt-in"
     alerts = [r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]]
     assert alerts == ["KaosReconcileErrors", "KaosNoLeader"] + ["KaosControllerAbsent"] * len(CONTROLLERS) + [
-        "KaosResourcesFailed", "KaosWorkflowRunsFailing"]
+        "KaosResourcesFailed", "KaosWorkflowRunsFailing", "KaosAgentBudgetNearlyExhausted", "KaosAgentBudgetExceeded"]
     # Every panel and alert that selects controllers by their metrics' `controller` label selects
     # them all (the dashboards are plain JSON, kept by hand).
     selected += re.findall(r'controller=~"([^"]*)"', " ".join(r["expr"] for g in rule["spec"]["groups"] for r in g["rules"]))
@@ -313,6 +325,9 @@ LITELLM_METRICS = {
     "litellm_proxy_total_requests_metric_total", "litellm_proxy_failed_requests_metric_total",
     "litellm_input_tokens_metric_total", "litellm_output_tokens_metric_total", "litellm_spend_metric_total", "litellm_request_total_latency_metric_bucket", "litellm_llm_api_latency_metric_bucket",
 }
+# The agent controller's per budgeted agent (docs/metrics.md, "The agent controller's").
+BUDGET_METRICS = {"kaos_agent_usage_tokens", "kaos_agent_usage_requests", "kaos_agent_usage_cost_dollars",
+                  "kaos_agent_budget_used_ratio"}
 PROMQL_FUNCTIONS = {"sum", "max", "min", "avg", "count", "rate", "increase", "histogram_quantile", "label_replace",
                     "vector", "absent"}
 PROMQL_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "and", "or", "unless", "bool"}
@@ -358,9 +373,13 @@ def test_every_query_names_series_that_exist():
     for source in [("dashboard", "kaos-controllers"), ("dashboard", "kaos-resources"), ("rules", "kaos-controllers"),
                    ("rules", "kaos-workflows")]:
         assert used[source] <= controller_metrics(), source
-    # The workflow alerts read the workflow controller's own families only.
+    # The workflow alerts read the workflow controller's own families only; the budgets', the
+    # agent controller's.
     assert used["rules", "kaos-workflows"] == {"kaos_workflow_runs_total"}
-    assert used["dashboard", "kaos-agents"] == KUBE_STATE_METRICS - {"kube_horizontalpodautoscaler_spec_min_replicas"} | LITELLM_METRICS
+    assert used["rules", "kaos-budgets"] == {"kaos_agent_budget_used_ratio"}
+    assert used["dashboard", "kaos-agents"] == KUBE_STATE_METRICS - {"kube_horizontalpodautoscaler_spec_min_replicas"} | \
+        LITELLM_METRICS | BUDGET_METRICS
+    assert BUDGET_METRICS <= controller_metrics()
     assert used["rules", "kaos-workloads"] == KUBE_STATE_METRICS - {
         "kube_deployment_status_replicas_ready", "kube_horizontalpodautoscaler_status_desired_replicas"} | {
         "litellm_proxy_total_requests_metric_total", "litellm_proxy_failed_requests_metric_total"}
@@ -375,7 +394,7 @@ def rules(values, **kwargs):
 def test_alerts_link_the_runbooks_at_a_configurable_address():
     base = "https://docs.example.com/kaos/runbooks.html"
     alerts = rules({"prometheusRule": {"runbookUrl": base}, "global": {"workloadMonitoring": {"enabled": True}}})
-    assert len(alerts) == 14, "the controllers', the workflows' and the workloads'"
+    assert len(alerts) == 16, "the controllers', the workflows', the budgets' and the workloads'"
     for rule in alerts:
         assert rule["annotations"]["runbook_url"] == f"{base}#{rule['alert'].lower()}"
 
@@ -410,7 +429,7 @@ def test_the_workflow_alerts_come_with_the_workflow_controller():
     # Without the workflow controller, no workflow group (and the controllers' alerts stay).
     (rule,) = by_kind(render({"prometheusRule": {"enabled": True}, "workflow-controller": {"enabled": False}}),
                       "PrometheusRule")
-    assert [g["name"] for g in rule["spec"]["groups"]] == ["kaos-controllers"]
+    assert [g["name"] for g in rule["spec"]["groups"]] == ["kaos-controllers", "kaos-budgets"]
     exprs = " ".join(r["expr"] for r in rule["spec"]["groups"][0]["rules"])
     assert "kaos-workflow-controller" not in exprs
 
@@ -562,7 +581,7 @@ def test_the_agents_dashboard():
             selectors = re.findall(r"(\w+)\{([^}]*)\}", target["expr"])
             assert selectors, target["expr"]
             for metric, matchers in selectors:
-                assert matchers.startswith('namespace=~"$namespace",'), target["expr"]
+                assert f"{matchers},".startswith('namespace=~"$namespace",'), target["expr"]
                 if metric.startswith("litellm_"):
                     assert matchers.endswith('modelapi!=""'), target["expr"]
                 if panel["title"].startswith("Agents:"):
@@ -571,7 +590,9 @@ def test_the_agents_dashboard():
                       "Workloads without an available replica", "Container restarts per workload (last 15 minutes)",
                       "Autoscalers: current, desired and maximum replicas", "Model requests per second",
                       "Model requests failing (of all requests)", "Tokens per second per model (input, output)",
-                      "Spend per model (last hour)", "Request latency per model (p50, p95)", "Provider latency per model (p95)"]
+                      "Spend per model (last hour)", "Request latency per model (p50, p95)", "Provider latency per model (p95)",
+                      "Budgeted agents: tokens in the day window", "Budgeted agents: model requests in the day window",
+                      "Budgeted agents: spend in the day window", "Budgeted agents: budget used (of each day or cost limit)"]
 
 
 def test_one_replica_has_no_disruption_budget():
@@ -1081,14 +1102,16 @@ def test_every_chart_shares_the_same_global_values_and_schema():
             assert blocks(UMBRELLA / "charts" / name / "values.yaml") == umbrella_values, name
     schemas = {n: json.loads((UMBRELLA / "charts" / n / "values.schema.json").read_text())["properties"] for n in CONTROLLERS}
     agent = schemas.pop("agent-controller")
-    # The authz controller generates no pods and no routes: neither setting.
+    # The authz controller generates no pods and no routes: neither setting (nor, having no
+    # Agents, the agent controller's usage collector's).
     authz = schemas.pop("authz-controller")
-    assert authz == {k: v for k, v in agent.items() if k not in ("podSecurity", "gatewayDefaultTimeout")}
+    assert authz == {k: v for k, v in agent.items() if k not in ("podSecurity", "gatewayDefaultTimeout", "usage")}
     # Nor does the workflow controller, which has its A2A settings instead.
     workflow = schemas.pop("workflow-controller")
     own = {"agentAddressOverrides", "a2aCallTimeout", "workflowPollInterval"}
     assert {k: v for k, v in workflow.items() if k not in own} == authz
     assert workflow["a2aCallTimeout"] == workflow["workflowPollInterval"] == agent["gatewayDefaultTimeout"], "durations"
+    agent.pop("usage")
     for name, properties in schemas.items():
         # Only the mcpserver controller has a value of its own (its runtime registry).
         assert {k: v for k, v in properties.items() if k != "extraRuntimes"} == agent, name

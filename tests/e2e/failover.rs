@@ -91,6 +91,7 @@ async fn two_replicas_per_controller_converge_hand_over_and_count_on_the_leader_
         apply_yaml(&client, &std::fs::read_to_string(example).expect("example")).await;
     }
     apply_yaml(&client, ACCESS).await;
+    apply_yaml(&client, BUDGETED).await;
     let started = Instant::now();
     loop {
         match all_ready(&client).await {

@@ -48,6 +48,9 @@ fn settings() -> BTreeMap<String, String> {
         ("DEFAULT_LITELLM_IMAGE", "litellm:e2e"),
         ("DEFAULT_OLLAMA_IMAGE", "ollama:e2e"),
         ("DEFAULT_MEMORY_SERVICE_IMAGE", "kaos-memory:e2e"),
+        // The usage of BUDGETED's agent is reported within a second of its creation, long
+        // before the quiet windows.
+        ("USAGE_SCRAPE_INTERVAL_SECONDS", "1"),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -305,6 +308,10 @@ fn charted_metrics() -> BTreeSet<String> {
 /// An AccessGrant and a ThirdPartyService (with its client Secret) on the quickstart's agents
 /// and MCP server, everything they name existing.
 const ACCESS: &str = "apiVersion: v1\nkind: Secret\nmetadata: {name: github-oauth, namespace: default}\nstringData: {client-secret: s3cret}\n---\napiVersion: kaos.tools/v1alpha1\nkind: AccessGrant\nmetadata: {name: researchers, namespace: default}\nspec: {subjects: [{kind: Group, name: researchers}, {kind: Agent, name: coordinator}], resources: [{kind: Agent, name: worker}, {kind: MCPServer, name: echo-tools}]}\n---\napiVersion: kaos.tools/v1alpha1\nkind: ThirdPartyService\nmetadata: {name: github, namespace: default}\nspec: {clientID: kaos, clientSecretRef: {name: github-oauth, key: client-secret}, issuerURI: 'https://github.com', scopes: [{name: repo}], protectedResources: ['https://api.github.com'], routeRef: {name: github-egress}, access: [{agent: worker, scopes: [repo]}]}\n";
+
+/// An agent with a budget, so that the agent controller's per-agent usage series exist (the
+/// chart's dashboards and alerts query them). No proxy pod runs: its usage is reported unread.
+const BUDGETED: &str = "apiVersion: kaos.tools/v1alpha1\nkind: Agent\nmetadata: {name: metered, namespace: default}\nspec: {modelAPI: llm-proxy, model: openai/gpt-4o, budget: {tokensPerDay: 100000}}\n";
 
 /// A served kaos-testkit with the namespace `kaos-system`: its process, kubeconfig and a client.
 async fn testkit_with_system_namespace(

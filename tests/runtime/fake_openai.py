@@ -70,3 +70,10 @@ class FakeOpenAI:
 
     def completions(self):
         return [r for r in self.requests if r["path"].rstrip("/").endswith("/chat/completions")]
+
+
+if __name__ == "__main__":
+    # Run alone (a Rust test's upstream): serves until killed, its base URL the first line out.
+    with FakeOpenAI() as upstream:
+        print(upstream.url, flush=True)
+        threading.Event().wait()

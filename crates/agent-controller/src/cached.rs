@@ -3,10 +3,14 @@
 //! memory, yet a reconcile reads the spec once and of the status only what a new status keeps
 //! (its endpoint, when each condition last flipped) and whether it would change. So the cache
 //! keeps the metadata slim, the spec compact and the status as a [`StatusMemo`]; a reconcile
-//! works on [`CachedAgent::to_agent`].
+//! works on [`CachedAgent::to_agent`]. An agent's own budget is kept apart too, for the usage
+//! collector's every round, and its reported usage whole, so a new leader resumes from it.
+
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kaos_api::agent::{Agent, AgentPhase, AgentSpec, AgentStatus};
+use kaos_api::budget::{Budget, BudgetUsage};
 use kaos_api::common::WorkloadStatus;
 use kaos_workload::cache::compact::Compact;
 use kaos_workload::cache::packed::SlimMeta;
@@ -23,7 +27,16 @@ pub struct CachedAgent {
     spec: Compact<AgentSpec>,
     /// `spec.security.id`, kept apart: the claims index reads it on every event.
     security_id: Option<Box<str>>,
+    /// `spec.budget` with `spec.modelAPI`, kept apart: the usage collector reads them every round.
+    own_budget: Option<Box<OwnBudget>>,
     status: Option<StatusMemo>,
+}
+
+/// An agent's own budget and the ModelAPI it applies at.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OwnBudget {
+    pub model_api: Box<str>,
+    pub budget: Arc<Budget>,
 }
 
 /// What a reconcile reads of an Agent's current status.
@@ -34,6 +47,9 @@ struct StatusMemo {
     phase: Option<AgentPhase>,
     endpoint: Option<Box<str>>,
     conditions: Box<[KeptCondition]>,
+    /// `status.usage` (agents with a budget), kept whole: a new status carries it until the usage
+    /// collector has read the proxy again, and the collector resumes the day window from it.
+    usage: Option<Box<BudgetUsage>>,
 }
 
 /// The statuses a condition can have.
@@ -48,13 +64,15 @@ enum KeptCondition {
         status: &'static str,
         since: Time,
     },
-    /// One someone else set, kept whole so that our status writes carry it unchanged.
+    /// One someone else set, kept whole so that our status writes carry it unchanged; also the
+    /// usage conditions (`BudgetExceeded`, `UsageReported`), carried until the collector reports.
     Foreign(Box<Condition>),
 }
 
 impl From<AgentStatus> for StatusMemo {
     fn from(status: AgentStatus) -> Self {
         let digest = status_digest(&status);
+        let usage = status.usage.map(Box::new);
         let status = status.workload;
         StatusMemo {
             digest,
@@ -76,6 +94,7 @@ impl From<AgentStatus> for StatusMemo {
                     }
                 })
                 .collect(),
+            usage,
         }
     }
 }
@@ -83,7 +102,7 @@ impl From<AgentStatus> for StatusMemo {
 impl StatusMemo {
     /// A status holding what a new status keeps of this one, and nothing else.
     fn kept(&self) -> AgentStatus {
-        WorkloadStatus {
+        let workload = WorkloadStatus {
             phase: self.phase,
             endpoint: self.endpoint.as_deref().map(String::from),
             conditions: self
@@ -106,8 +125,11 @@ impl StatusMemo {
                 })
                 .collect(),
             ..Default::default()
+        };
+        AgentStatus {
+            usage: self.usage.as_deref().cloned(),
+            ..workload.into()
         }
-        .into()
     }
 }
 
@@ -116,6 +138,12 @@ impl From<Agent> for CachedAgent {
         CachedAgent {
             metadata: agent.metadata.into(),
             security_id: claimed(agent.spec.workload.security.as_ref()).map(Box::from),
+            own_budget: agent.spec.budget.as_ref().map(|budget| {
+                Box::new(OwnBudget {
+                    model_api: agent.spec.model_api.as_str().into(),
+                    budget: Arc::new(budget.clone()),
+                })
+            }),
             spec: Compact::new(&agent.spec),
             status: agent.status.map(StatusMemo::from),
         }
@@ -136,6 +164,29 @@ impl CachedAgent {
 
     pub fn phase(&self) -> Option<AgentPhase> {
         self.status.as_ref().and_then(|s| s.phase)
+    }
+
+    /// Its own `spec.budget` (not a ModelAPI's default), with its ModelAPI.
+    pub fn own_budget(&self) -> Option<&OwnBudget> {
+        self.own_budget.as_deref()
+    }
+
+    /// The `status.usage` last written.
+    pub fn reported_usage(&self) -> Option<&BudgetUsage> {
+        self.status.as_ref().and_then(|s| s.usage.as_deref())
+    }
+
+    /// The condition `type_` of the status last written, if kept whole (another controller's,
+    /// or a usage condition).
+    pub fn kept_condition(&self, type_: &str) -> Option<&Condition> {
+        self.status
+            .as_ref()?
+            .conditions
+            .iter()
+            .find_map(|c| match c {
+                KeptCondition::Foreign(c) if c.type_ == type_ => Some(c.as_ref()),
+                _ => None,
+            })
     }
 
     /// The endpoint it offers its listers as a peer ([`crate::naming::advertised_endpoint`]).

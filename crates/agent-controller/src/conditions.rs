@@ -3,10 +3,17 @@
 use kaos_api::conditions::RESOLVED;
 use kaos_workload::conditions::ConditionUpdate;
 
-pub use kaos_api::conditions::{DEPENDENCIES_READY, MEMORY_DEGRADED, READY};
+pub use kaos_api::conditions::{
+    BUDGET_EXCEEDED, DEPENDENCIES_READY, MEMORY_DEGRADED, READY, USAGE_REPORTED,
+};
 
-/// Every condition the agent controller sets (the cache keeps only their transition times).
+/// The conditions the agent controller sets on every reconcile (the cache keeps only their
+/// transition times).
 pub const OWN_CONDITIONS: [&str; 3] = [DEPENDENCIES_READY, READY, MEMORY_DEGRADED];
+
+/// The conditions of an agent with a budget, set from what the usage collector read (the cache
+/// keeps them whole: a reconcile before the collector's next report carries them unchanged).
+pub const USAGE_CONDITIONS: [&str; 2] = [BUDGET_EXCEEDED, USAGE_REPORTED];
 
 /// `DependenciesReady` once every dependency resolved.
 pub fn dependencies_resolved() -> ConditionUpdate<'static> {

@@ -3,10 +3,14 @@
 //! of its children changes, and when what it reads of a dependency changes: its ModelAPI's or an
 //! MCPServer's readiness or endpoint, a peer's endpoint, its MemoryStore's readiness or read
 //! ceiling. Dependents are found in the relation
-//! index (kept from the Agent watch events), never by scanning the Agent cache.
+//! index (kept from the Agent watch events), never by scanning the Agent cache. A budgeted
+//! agent is also reconciled when the usage collector (one per process, reading every namespace's
+//! caches) has something new for its status.
 
 use std::sync::{Arc, Mutex};
 
+use futures::StreamExt;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kaos_api::mcpserver::MCPServer;
 use kaos_api::memorystore::MemoryStore;
 use kaos_api::modelapi::ModelAPI;
@@ -16,7 +20,7 @@ use kaos_workload::trigger::index::RelationIndex;
 use kaos_workload::trigger::index::name_of;
 use kaos_workload::trigger::{ChangeTracker, dependents_of, receive};
 use kaos_workload::wiring::{Workload, run_workload};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::Event;
 use tokio::sync::mpsc;
 
@@ -27,6 +31,8 @@ use crate::relations::{
     self, MCP_SERVER, MCP_SERVER_AWAITED, MEMORY_STORE, MODEL_API, MODEL_API_AWAITED, PEER,
 };
 use crate::settings::Settings;
+use crate::usage::collector::{Collector, Sources};
+use crate::usage::endpoints::SLICE_SELECTOR;
 
 pub const PHASES: &[&str] = &kaos_api::agent::AgentPhase::NAMES;
 
@@ -36,6 +42,8 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
     let workload = Workload::new(CHILD_SELECTOR, phase_of)
         .finalizer(FINALIZER)
         .gateway(settings.gateway.gateway_api_enabled);
+    let collector = Collector::new(&runtime, &settings.usage);
+    tokio::spawn(collector.clone().run());
     run_workload(&runtime, workload, |ns| {
         let index = Index::default();
         let (peer_tx, peer_rx) = mpsc::unbounded_channel();
@@ -66,6 +74,15 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
             index.clone(),
         ));
         ns.reconcile_on(receive(peer_rx));
+        let (usage_tx, usage_rx) = mpsc::unbounded_channel();
+        ns.reconcile_on(receive(usage_rx));
+        collector.watch(Sources {
+            agents: ns.store(),
+            model_apis: model_apis.clone(),
+            slices: watch_slices(ns.runtime, ns.namespace),
+            index: index.clone(),
+            wake: usage_tx,
+        });
         Context {
             core: ns.core(),
             settings: settings.clone(),
@@ -75,9 +92,26 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
             agents: ns.store(),
             ids: ns.ids(),
             index,
+            usage: collector.book(),
         }
     })
     .await
+}
+
+/// The EndpointSlices of ModelAPIs' Services in `namespace` (all when None), for the usage
+/// collector, which waits for the cache itself: the process's readiness does not.
+fn watch_slices(runtime: &Runtime, namespace: Option<&str>) -> Store<EndpointSlice> {
+    let (store, events) =
+        kaos_workload::cache::cache::<EndpointSlice>(&runtime.client, namespace, SLICE_SELECTOR);
+    let shutdown = runtime.shutdown_signal();
+    tokio::spawn(async move {
+        // The store fills while its events are polled; nothing else reads them.
+        tokio::select! {
+            () = events.for_each(|_| async {}) => {}
+            () = shutdown => {}
+        }
+    });
+    store
 }
 
 /// Keeps the index of an Agent's edges and sends the listers of an agent whose endpoint

@@ -14,6 +14,7 @@ pub mod relations;
 pub mod resolve;
 pub mod settings;
 pub mod status;
+pub mod usage;
 
 use kaos_runtime::ControllerId;
 

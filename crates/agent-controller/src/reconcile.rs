@@ -23,6 +23,8 @@ use crate::naming;
 use crate::relations::PEER;
 use crate::settings::Settings;
 use crate::status::status;
+use crate::usage::Shown;
+use crate::usage::book::Book;
 
 pub const FINALIZER: &str = "kaos.tools/agent-finalizer";
 
@@ -37,6 +39,8 @@ pub struct Context {
     pub ids: SharedSecurityIds,
     /// Who depends on whom in this namespace (the agents that list an agent, for its policy).
     pub index: Arc<Mutex<RelationIndex>>,
+    /// What the usage collector decided budgeted agents show.
+    pub usage: Book,
 }
 
 impl Reconciles<CachedAgent> for Context {
@@ -93,8 +97,13 @@ impl Reconciles<CachedAgent> for Context {
             }
             None => desired(&agent, &inputs, &self.settings),
         };
+        let budget = kaos_api::modelapi::effective_budget(
+            agent.spec.budget.as_ref(),
+            model_api.as_deref().map(|m| &m.spec),
+        );
+        let usage = Shown::of(&self.usage, agent.metadata.uid.as_deref(), budget.is_some());
         let status = |conflict, deployment: Option<&_>, now| {
-            status(&agent, &result, conflict, deployment, now)
+            status(&agent, &result, conflict, deployment, &usage, now)
         };
         self.core
             .converge_built(object.as_ref(), &result, &deployment, status)

@@ -2,6 +2,8 @@
 
 use kaos_workload::{DataPlaneArgs, GatewayArgs};
 
+use crate::usage::settings::UsageSettings;
+
 /// The binary's flags: every controller process's, then [`Settings`].
 pub type Args = kaos_runtime::binary::Args<Settings>;
 
@@ -21,4 +23,6 @@ pub struct Settings {
     pub gateway: GatewayArgs,
     #[command(flatten)]
     pub data_plane: DataPlaneArgs,
+    #[command(flatten)]
+    pub usage: UsageSettings,
 }

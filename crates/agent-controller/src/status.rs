@@ -1,30 +1,34 @@
-//! The status an Agent should show, from its desired state (or why it has none) and the
-//! observed Deployment. Pure.
+//! The status an Agent should show, from its desired state (or why it has none), the observed
+//! Deployment and, with a budget, what the usage collector decided it shows. Pure.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kaos_api::agent::{Agent, AgentStatus};
 use kaos_workload::build::status_report::WorkloadReport;
 use kaos_workload::cache::deployment_view::DeploymentView;
-use kaos_workload::conditions::set_condition;
+use kaos_workload::conditions::{remove_condition, set_condition, set_condition_status};
 use kaos_workload::desired::{Desired, Problem};
 
-use crate::conditions::{DEPENDENCIES_READY, MEMORY_DEGRADED, dependencies_resolved};
+use crate::conditions::{
+    DEPENDENCIES_READY, MEMORY_DEGRADED, USAGE_CONDITIONS, dependencies_resolved,
+};
+use crate::usage::Shown;
 
 pub fn status(
     agent: &Agent,
     result: &Result<Desired, Problem>,
     conflict: Option<(&'static str, String)>,
     deployment: Option<&DeploymentView>,
+    usage: &Shown,
     now: Time,
 ) -> AgentStatus {
-    let previous = agent.status.clone().unwrap_or_default().workload;
+    let previous = agent.status.clone().unwrap_or_default();
     let generation = agent.metadata.generation;
     let labels = crate::naming::labels(agent.metadata.name.as_deref().unwrap_or_default());
     let mut report = WorkloadReport::of(
         result,
         conflict,
         deployment,
-        &previous,
+        &previous.workload,
         &[DEPENDENCIES_READY, MEMORY_DEGRADED],
         &labels,
         generation,
@@ -38,13 +42,54 @@ pub fn status(
             &mut report.conditions,
             dependencies_resolved(),
             generation,
-            now,
+            now.clone(),
         );
     }
+    let usage = show_usage(
+        &mut report.conditions,
+        usage,
+        previous.usage,
+        generation,
+        now,
+    );
     AgentStatus {
         workload: report.status(),
         linked_resources: linked_resources(agent),
-        usage: None,
+        usage,
+    }
+}
+
+/// Sets the usage conditions as `shown` says and returns the usage to show: none without a
+/// budget, the `previous` one until the collector has decided.
+fn show_usage(
+    conditions: &mut Vec<Condition>,
+    shown: &Shown,
+    previous: Option<kaos_api::budget::BudgetUsage>,
+    generation: Option<i64>,
+    now: Time,
+) -> Option<kaos_api::budget::BudgetUsage> {
+    match shown {
+        Shown::Unbudgeted => {
+            for type_ in USAGE_CONDITIONS {
+                remove_condition(conditions, type_);
+            }
+            None
+        }
+        Shown::Carried => previous,
+        Shown::Published(published) => {
+            for verdict in [&published.budget_exceeded, &published.usage_reported] {
+                set_condition_status(
+                    conditions,
+                    verdict.type_,
+                    verdict.status,
+                    verdict.reason,
+                    verdict.message.clone(),
+                    generation,
+                    now.clone(),
+                );
+            }
+            Some(published.usage.clone())
+        }
     }
 }
 

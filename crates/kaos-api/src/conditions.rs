@@ -124,3 +124,34 @@ pub const CONFIG_TOO_LARGE: &str = "ConfigTooLarge";
 /// The Agent's `DependenciesReady` reason when its budget cannot be enforced by its ModelAPI
 /// (Hosted, or a config read from a Secret).
 pub const BUDGET_NOT_ENFORCEABLE: &str = "BudgetNotEnforceable";
+
+// An Agent's budget (docs/budgets.md, "Usage in the status"): conditions on agents with a
+// budget only.
+
+/// The Agent's, with a budget: whether a limit of it is reached, as the usage its ModelAPI's
+/// proxy counted shows (which limit: [`TOKENS_PER_DAY`] and the like).
+pub const BUDGET_EXCEEDED: &str = "BudgetExceeded";
+/// The Agent's, with a budget: whether its usage could be read from its ModelAPI's proxy.
+pub const USAGE_REPORTED: &str = "UsageReported";
+/// The `BudgetExceeded=True` reason: the tokens of the day window reached `tokensPerDay`.
+pub const TOKENS_PER_DAY: &str = "TokensPerDay";
+/// The `BudgetExceeded=True` reason: the requests of the day window reached `requestsPerDay`.
+pub const REQUESTS_PER_DAY: &str = "RequestsPerDay";
+/// The `BudgetExceeded=True` reason: the proxy refused calls (429) for the `tokensPerMinute`
+/// limit.
+pub const TOKENS_PER_MINUTE: &str = "TokensPerMinute";
+/// The `BudgetExceeded=True` reason: the proxy refused calls (429) for the `requestsPerMinute`
+/// limit.
+pub const REQUESTS_PER_MINUTE: &str = "RequestsPerMinute";
+/// The `BudgetExceeded=True` reason: the spend of the cost period reached `cost.limit`.
+pub const COST: &str = "Cost";
+/// The `BudgetExceeded=False` reason: no limit is reached.
+pub const WITHIN_BUDGET: &str = "WithinBudget";
+/// The `BudgetExceeded=Unknown` reason: the agent has a cost limit, made requests, and they cost
+/// nothing: LiteLLM knows no price for its model.
+pub const PRICE_UNKNOWN: &str = "PriceUnknown";
+/// The `UsageReported=True` reason: every ready pod of the ModelAPI's proxy was read.
+pub const SCRAPED: &str = "Scraped";
+/// The `UsageReported=False` reason: a pod of the ModelAPI's proxy could not be read (or there is
+/// none).
+pub const SCRAPE_FAILED: &str = "ScrapeFailed";

@@ -148,6 +148,7 @@ const BUILTINS: &[Builtin] = &[
     ("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", true, &["hpa"], true, false),
     ("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", true, &["pdb"], true, true),
     ("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", true, &["netpol"], false, true),
+    ("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", true, &[], false, true),
     ("rbac.authorization.k8s.io", "v1", "Role", "roles", true, &[], false, false),
     ("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", true, &[], false, false),
     ("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", false, &[], false, false),

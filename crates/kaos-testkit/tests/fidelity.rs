@@ -545,6 +545,8 @@ async fn tables_type_a_custom_resource_s_date_column_as_date() {
             ("Model", "string"),
             ("Ready", "boolean"),
             ("Phase", "string"),
+            ("Tokens", "integer"),
+            ("Budget", "string"),
             ("Age", "date")
         ]
     );

@@ -189,7 +189,9 @@ fn kubectl_installs_crds_applies_examples_and_reads_them_back() {
         .collect();
     assert_eq!(
         header,
-        ["NAME", "MODELAPI", "MODEL", "READY", "PHASE", "AGE"]
+        [
+            "NAME", "MODELAPI", "MODEL", "READY", "PHASE", "TOKENS", "BUDGET", "AGE"
+        ]
     );
     assert!(
         table.lines().any(|l| l.starts_with("coordinator")

@@ -20,17 +20,60 @@ pub fn set_condition(
     generation: Option<i64>,
     now: Time,
 ) {
-    let status = if update.status { "True" } else { "False" };
-    let existing = conditions.iter().position(|c| c.type_ == update.type_);
+    let status = if update.status {
+        ConditionStatus::True
+    } else {
+        ConditionStatus::False
+    };
+    let ConditionUpdate {
+        type_,
+        reason,
+        message,
+        ..
+    } = update;
+    set_condition_status(conditions, type_, status, reason, message, generation, now);
+}
+
+/// A condition's status, for the conditions that can also be `Unknown` (the rest take a bool:
+/// [`ConditionUpdate`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConditionStatus {
+    True,
+    False,
+    Unknown,
+}
+
+impl ConditionStatus {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ConditionStatus::True => "True",
+            ConditionStatus::False => "False",
+            ConditionStatus::Unknown => "Unknown",
+        }
+    }
+}
+
+/// [`set_condition`] with any of the three statuses.
+pub fn set_condition_status(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: ConditionStatus,
+    reason: &str,
+    message: String,
+    generation: Option<i64>,
+    now: Time,
+) {
+    let status = status.as_str();
+    let existing = conditions.iter().position(|c| c.type_ == type_);
     let last_transition_time = match existing.map(|i| &conditions[i]) {
         Some(c) if c.status == status => c.last_transition_time.clone(),
         _ => now,
     };
     let condition = Condition {
-        type_: update.type_.to_string(),
+        type_: type_.to_string(),
         status: status.to_string(),
-        reason: update.reason.to_string(),
-        message: update.message,
+        reason: reason.to_string(),
+        message,
         observed_generation: generation,
         last_transition_time,
     };
@@ -100,5 +143,32 @@ mod tests {
         assert_eq!(conditions.len(), 2);
         remove_condition(&mut conditions, "DependenciesReady");
         assert_eq!(conditions.len(), 1);
+    }
+
+    #[test]
+    fn unknown_is_a_status_of_its_own() {
+        let mut conditions = Vec::new();
+        let set = |conditions: &mut Vec<Condition>, status, second| {
+            set_condition_status(
+                conditions,
+                "Priced",
+                status,
+                "Why",
+                String::new(),
+                None,
+                at(second),
+            )
+        };
+        set(&mut conditions, ConditionStatus::False, 100);
+        set(&mut conditions, ConditionStatus::Unknown, 200);
+        assert_eq!(
+            (
+                conditions[0].status.as_str(),
+                &conditions[0].last_transition_time
+            ),
+            ("Unknown", &at(200))
+        );
+        set(&mut conditions, ConditionStatus::Unknown, 300);
+        assert_eq!(conditions[0].last_transition_time, at(200), "unchanged");
     }
 }

@@ -568,6 +568,9 @@ spec:
   endpoints:
     - port: metrics
       interval: {{ $global.serviceMonitor.interval }}
+      # The agent controller's per-agent series carry the agent's `namespace`: kept, not renamed
+      # `exported_namespace` (no controller series carries another target label).
+      honorLabels: true
       {{- if $secure }}
       # Prometheus presents its ServiceAccount's token; bind it to <prefix>-metrics-reader.
       scheme: https
