@@ -133,4 +133,7 @@ def test_a_budgeted_agent_is_stopped_and_its_usage_shown(cluster, controllers, t
             finally:
                 proxy.stop()
     finally:
+        # While the controllers still run: only they remove their finalizers.
         delete_namespace(cluster, BUDGETS)
+        wait_until(f"namespace {BUDGETS} to be deleted",
+                   lambda: cluster.get(f"/api/v1/namespaces/{BUDGETS}") is None)
