@@ -66,7 +66,7 @@ impl Reconciles<ModelAPI> for Context {
             && self.core.children.deployment_shown(&namespace, &deployment)
         {
             let (wake, object) = (self.wake.clone(), ObjectRef::from_obj(&*m));
-            let expected = Expected::of(&m, desired);
+            let expected = || Expected::of(&m, desired);
             self.verifier
                 .check_if_due(&key, available, expected, move || {
                     let _ = wake.send(object.clone());

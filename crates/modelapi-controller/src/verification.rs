@@ -36,13 +36,13 @@ impl Verifier {
         }
     }
 
-    /// Checks the ModelAPI `key` on `rollout` for `expected` when a check is due; `wake`
-    /// reconciles it after.
+    /// Checks the ModelAPI `key` on `rollout` when a check is due, for what `expected` says
+    /// (worked out only then: it reads the whole config); `wake` reconciles it after.
     pub fn check_if_due(
         &self,
         key: &str,
         rollout: Option<Rollout>,
-        expected: Expected,
+        expected: impl FnOnce() -> Expected,
         wake: impl Fn() + Send + 'static,
     ) {
         self.checks.check_if_due(
@@ -50,7 +50,7 @@ impl Verifier {
             rollout,
             |rollout| {
                 let (client, overrides) = (self.client.clone(), self.overrides.clone());
-                let endpoint = rollout.endpoint.clone();
+                let (endpoint, expected) = (rollout.endpoint.clone(), expected());
                 async move { client.verify(&endpoint, &overrides, &expected).await }
             },
             wake,
