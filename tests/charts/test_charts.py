@@ -130,6 +130,18 @@ def test_each_controller_reads_its_own_settings():
     for settings in env.values():
         assert settings["DEFAULT_LOG_LEVEL"] == "INFO"
         assert settings["GATEWAY_API_ENABLED"] == "false"
+    # The protocol checks of the two controllers that check their workloads, on by default.
+    checks = ("PROTOCOL_CHECKS", "PROTOCOL_CHECK_TIMEOUT_SECONDS", "PROTOCOL_CHECKS_IN_FLIGHT")
+    for name, settings in env.items():
+        if name in ("kaos-modelapi-controller-manager", "kaos-mcpserver-controller-manager"):
+            assert tuple(settings[k] for k in checks) == ("true", "5", "8"), name
+        else:
+            assert not set(checks) & set(settings), name
+    values = {"protocolChecks": {"enabled": False, "timeoutSeconds": 30, "inFlight": 2}}
+    env = {d["metadata"]["name"]: {e["name"]: e.get("value") for e in d["spec"]["template"]["spec"]["containers"][0]["env"]}
+           for d in by_kind(render({"modelapi-controller": values, "mcpserver-controller": values}), "Deployment")}
+    for name in ("kaos-modelapi-controller-manager", "kaos-mcpserver-controller-manager"):
+        assert tuple(env[name][k] for k in checks) == ("false", "30", "2"), name
 
 
 def test_the_sandbox_and_render_use_the_charts_default_images():
@@ -1024,6 +1036,9 @@ BAD_VALUES = [
     ({"agent-controller": {"nodeSelectr": {"a": "b"}}}, "nodeSelectr"),
     ({"mcpserver-controller": {"controller": {"image": {"digets": "sha256:x"}}}}, "digets"),
     ({"memorystore-controller": {"gatewayDefaultTimeout": "soon"}}, "/gatewayDefaultTimeout"),
+    ({"modelapi-controller": {"protocolChecks": {"timeoutSeconds": "5s"}}}, "/protocolChecks/timeoutSeconds"),
+    ({"mcpserver-controller": {"protocolChecks": {"inFlight": 0}}}, "/protocolChecks/inFlight"),
+    ({"agent-controller": {"protocolChecks": {"enabled": False}}}, "protocolChecks"),
     ({"global": {"images": {"memoryService": ""}}}, "/global/images/memoryService"),
     # The authz controller generates no pods and no routes: no such setting of its own.
     ({"authz-controller": {"podSecurity": "baseline"}}, "podSecurity"),
@@ -1112,6 +1127,9 @@ def test_every_chart_shares_the_same_global_values_and_schema():
     assert {k: v for k, v in workflow.items() if k not in own} == authz
     assert workflow["a2aCallTimeout"] == workflow["workflowPollInterval"] == agent["gatewayDefaultTimeout"], "durations"
     agent.pop("usage")
+    # The modelapi and mcpserver controllers check their workloads' protocol, the same way.
+    checks = {n: schemas[n].pop("protocolChecks") for n in ("modelapi-controller", "mcpserver-controller")}
+    assert checks["modelapi-controller"] == checks["mcpserver-controller"]
     for name, properties in schemas.items():
         # Only the mcpserver controller has a value of its own (its runtime registry).
         assert {k: v for k, v in properties.items() if k != "extraRuntimes"} == agent, name

@@ -64,9 +64,10 @@ def controllers(cluster, release, tmp_path_factory):
     running = Controllers(cluster, NAMESPACE, tmp_path_factory.mktemp("controllers"))
     try:
         running.start("agent-controller", 2)
-        running.start("modelapi-controller", 1)
-        # kwok's pods serve nothing: an MCP protocol check could never succeed here and its
-        # retries would wake the controller in the idle windows these tests assert.
+        # kwok's pods serve nothing: a protocol check (the ModelAPIs' model list, the MCP
+        # handshake) could never succeed here and its retries would wake the controllers in the
+        # idle windows these tests assert.
+        running.start("modelapi-controller", 1, {"PROTOCOL_CHECKS": "false"})
         running.start("mcpserver-controller", 1, {"PROTOCOL_CHECKS": "false"})
         running.start("memorystore-controller", 1)
         running.start("authz-controller", 1)

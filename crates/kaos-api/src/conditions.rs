@@ -17,6 +17,10 @@ pub const MEMORY_DEGRADED: &str = "MemoryDegraded";
 /// `tools/list`) once its last rollout became available. Reports only: `Ready` does not wait
 /// for it (docs/readiness.md).
 pub const PROTOCOL_VERIFIED: &str = "ProtocolVerified";
+/// The ModelAPI's: whether the server it runs lists the models its config (LiteLLM) or spec
+/// (Ollama) names, asked once its last rollout became available. Reports only: `Ready` does not
+/// wait for it (docs/readiness.md).
+pub const MODELS_LOADED: &str = "ModelsLoaded";
 /// The ModelAPI's: False when `spec.telemetry` asks for what Hosted mode (Ollama) cannot do;
 /// absent otherwise.
 pub const TELEMETRY_SUPPORTED: &str = "TelemetrySupported";
@@ -90,13 +94,27 @@ pub const TOOLS_LISTED: &str = "ToolsListed";
 /// asks for credentials the controller does not present, so its tools are not listed.
 pub const AUTHENTICATION_REQUIRED: &str = "AuthenticationRequired";
 /// The `ProtocolVerified=False` reason when nothing answered at the server's address (no
-/// connection, a name that does not resolve, or no answer within the timeout).
+/// connection, a name that does not resolve, or no answer within the timeout); also a Hosted
+/// ModelAPI's `ModelsLoaded=False` reason when its Ollama server did not answer.
 pub const SERVER_UNREACHABLE: &str = "ServerUnreachable";
 /// The `ProtocolVerified=False` reason when the server answered `initialize` with an error or
 /// with something that is not an MCP answer.
 pub const INITIALIZE_FAILED: &str = "InitializeFailed";
 /// The `ProtocolVerified=False` reason when `initialize` answered but `tools/list` failed.
 pub const TOOLS_LIST_FAILED: &str = "ToolsListFailed";
+
+// A ModelAPI's model check (its `ModelsLoaded`).
+
+/// The `ModelsLoaded=True` reason: the server lists every model expected of it.
+pub const MODELS_LISTED: &str = "ModelsListed";
+/// The `ModelsLoaded=False` reason when the server answered but does not list some of the models
+/// expected of it (LiteLLM could not load a config entry; Ollama has not pulled the model).
+pub const MODELS_MISSING: &str = "ModelsMissing";
+/// The `ModelsLoaded=False` reason when nothing answered at a Proxy ModelAPI's address.
+pub const PROXY_UNREACHABLE: &str = "ProxyUnreachable";
+/// The `ModelsLoaded=False` reason when the server answered the readiness or model list request
+/// with an HTTP error or with something that is not a model list.
+pub const MODELS_LIST_FAILED: &str = "ModelsListFailed";
 
 // An MCPServer's runtime.
 

@@ -3,7 +3,7 @@
 //! expectations, and one converge path that writes only what changed, reverts drift and never
 //! takes over objects it does not own) and the builders of what a workload runs as (pod spec
 //! merge and hash, rollout status, conditions, autoscalers, disruption budgets and
-//! NetworkPolicies).
+//! NetworkPolicies), and the protocol checks of workloads once per rollout.
 
 pub mod build;
 pub mod cache;
@@ -13,6 +13,7 @@ pub mod desired;
 pub mod hash;
 pub mod reconcile;
 pub mod trigger;
+pub mod verification;
 pub mod wiring;
 
 pub use build::gateway::GatewayArgs;

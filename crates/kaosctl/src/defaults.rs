@@ -36,6 +36,8 @@ pub fn controller_settings() -> anyhow::Result<ControllerSettings> {
         "modelapi-controller",
         &format!("--default-litellm-image={DEFAULT_LITELLM_IMAGE}"),
         &format!("--default-ollama-image={DEFAULT_OLLAMA_IMAGE}"),
+        // The sandbox runs no pods: no LiteLLM or Ollama could answer a model check.
+        "--protocol-checks=false",
     ])?;
     let mcpserver = mcpserver_controller::settings::Args::try_parse_from([
         "mcpserver-controller",

@@ -2,45 +2,43 @@
 //! namespace, or one for all). Besides its children, each watches the runtime registry: a
 //! change of the registry re-reconciles every MCPServer, and those whose runtime changed roll.
 
-use std::time::Duration;
-
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kaos_runtime::Runtime;
 use kaos_workload::cache;
+use kaos_workload::trigger::receive;
 use kaos_workload::wiring::{Workload, run_workload};
 use kube::api::Api;
 use kube::runtime::reflector::Store;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 use crate::build::CHILD_SELECTOR;
 use crate::reconcile::{Context, FINALIZER, phase_of};
 use crate::registry;
 use crate::settings::Settings;
-use crate::verification::Verifications;
+use crate::verification::Verifier;
 
 pub const PHASES: &[&str] = &kaos_api::common::Phase::NAMES;
 
 pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
     let (registry, registry_changes) = watch_registry(&runtime, &settings.system_namespace);
-    let verifications = Verifications::new(
-        settings.protocol_checks_in_flight,
-        Duration::from_secs(settings.protocol_check_timeout_seconds),
-        &settings.mcp_address_overrides,
-    );
+    let verifier = Verifier::new(&settings.protocol, &settings.mcp_address_overrides);
     let workload = Workload::new(CHILD_SELECTOR, phase_of)
         .finalizer(FINALIZER)
         .gateway(settings.gateway.gateway_api_enabled);
     run_workload(&runtime, workload, |ns| {
         ns.reads(&registry);
         ns.reconcile_all_on(changes(registry_changes.clone()));
+        let (wake, woken) = mpsc::unbounded_channel();
+        ns.reconcile_on(receive(woken));
         Context {
             core: ns.core(),
             settings: settings.clone(),
             registry: registry.clone(),
             ids: ns.ids(),
-            verifications: verifications.clone(),
+            verifier: verifier.clone(),
+            wake,
         }
     })
     .await

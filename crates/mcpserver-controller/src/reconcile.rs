@@ -1,8 +1,8 @@
 //! One reconcile: read the registry, the desired state (unless another MCPServer holds its
-//! `security.id`), converged, then the status; then the MCP check of a rollout not checked yet.
+//! `security.id`), converged, then the status; then the MCP check of a rollout not checked yet
+//! started (its outcome wakes the next reconcile, which shows it).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kaos_api::mcpserver::MCPServer;
@@ -10,15 +10,17 @@ use kaos_runtime::error::ReconcileError;
 use kaos_workload::cache::cached;
 use kaos_workload::reconcile::{Core, Reconciles};
 use kaos_workload::trigger::claims::{SharedSecurityIds, build_unless_claimed};
+use kaos_workload::verification::rollout::Rollout;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
+use tokio::sync::mpsc::UnboundedSender;
 
 use crate::build::{deployment_name, desired};
 use crate::registry;
 use crate::settings::Settings;
 use crate::status::status;
-use crate::verification::{Next, Rollout, Verifications};
+use crate::verification::Verifier;
 
 pub const FINALIZER: &str = "kaos.tools/mcpserver-finalizer";
 
@@ -30,7 +32,9 @@ pub struct Context {
     /// Who holds each `security.id` of MCPServers.
     pub ids: SharedSecurityIds,
     /// The MCP checks of the servers' rollouts, shared by every namespace.
-    pub verifications: Verifications,
+    pub verifier: Verifier,
+    /// Reconciles a server of this namespace (when its check ends).
+    pub wake: UnboundedSender<ObjectRef<MCPServer>>,
 }
 
 impl Reconciles<MCPServer> for Context {
@@ -46,33 +50,36 @@ impl Reconciles<MCPServer> for Context {
             desired(&s, &registry, &self.settings)
         });
         let key = format!("{}/{}", s.namespace().unwrap_or_default(), s.name_any());
-        let checked = self.verifications.recorded(&key);
+        let checked = self.verifier.checks.recorded(&key);
         let mut available = None;
         let status = |conflict, deployment: Option<&_>, now| {
             let status = status(&s, &result, conflict, deployment, checked.as_ref(), now);
-            available = Rollout::available(&status, deployment);
+            let workload = &status.workload;
+            available =
+                Rollout::available(workload.ready, workload.endpoint.as_deref(), deployment);
             status
         };
+        let deployment = deployment_name(&s.name_any());
         let action = self
             .core
-            .converge_built(&*s, &result, &deployment_name(&s.name_any()), status)
+            .converge_built(&*s, &result, &deployment, status)
             .await?;
-        if !self.settings.protocol_checks {
-            return Ok(action);
+        let namespace = s.namespace().unwrap_or_default();
+        // Right after this reconcile rolled the Deployment, the cache still shows the last one.
+        if self.settings.protocol.protocol_checks
+            && self.core.children.deployment_shown(&namespace, &deployment)
+        {
+            let (wake, object) = (self.wake.clone(), ObjectRef::from_obj(&*s));
+            self.verifier.check_if_due(&key, available, move || {
+                let _ = wake.send(object.clone());
+            });
         }
-        Ok(
-            match self.verifications.check_if_due(&key, available).await {
-                Next::Nothing => action,
-                // The next reconcile writes what the check found.
-                Next::Checked => Action::requeue(Duration::from_millis(10)),
-                Next::RetryIn(wait) => Action::requeue(wait),
-            },
-        )
+        Ok(action)
     }
 
     async fn finalize(&self, s: &MCPServer) {
         let key = format!("{}/{}", s.namespace().unwrap_or_default(), s.name_any());
-        self.verifications.forget(&key);
+        self.verifier.checks.forget(&key);
     }
 }
 

@@ -9,14 +9,16 @@ use kaos_workload::cache::deployment_view::DeploymentView;
 use kaos_workload::conditions::{ConditionUpdate, set_condition};
 
 use crate::build::{Desired, Problem, labels};
-use crate::verification::{Record, Rollout};
+use kaos_workload::verification::rollout::{Record, Rollout};
+
+use crate::verify::Outcome;
 
 pub fn status(
     s: &MCPServer,
     result: &Result<Desired, Problem>,
     conflict: Option<(&'static str, String)>,
     deployment: Option<&DeploymentView>,
-    checked: Option<&Record>,
+    checked: Option<&Record<Outcome>>,
     now: Time,
 ) -> MCPServerStatus {
     let previous = s.status.clone().unwrap_or_default();
@@ -36,9 +38,9 @@ pub fn status(
         // Until a check of the rollout now available, what the last check listed stays shown.
         available_tools: previous.available_tools,
     };
-    let current = Rollout::available(&status, deployment);
-    if let Some(record) = checked.filter(|r| current.as_ref() == Some(&r.rollout)) {
-        let outcome = &record.outcome;
+    let workload = &status.workload;
+    let current = Rollout::available(workload.ready, workload.endpoint.as_deref(), deployment);
+    if let Some(outcome) = checked.and_then(|r| r.of(current.as_ref())) {
         let update = ConditionUpdate {
             type_: PROTOCOL_VERIFIED,
             status: outcome.verified,

@@ -48,7 +48,8 @@ pub const API_KEY_SECRET_KEY: &str = "api-key";
 /// Set as env, not in the config, so it holds for a user's `configYaml` too.
 pub const PERMIT_KEYLESS_ENV: &str = "LITELLM_DANGEROUSLY_PERMIT_WEAK_OR_UNSET_MASTER_KEY";
 const CONFIG_DIR: &str = "/etc/litellm";
-const CONFIG_KEY: &str = "config.yaml";
+/// The key of the LiteLLM config in its ConfigMap.
+pub const CONFIG_KEY: &str = "config.yaml";
 const OLLAMA_DATA: &str = "/root/.ollama";
 
 pub use kaos_api::conditions::TELEMETRY_SUPPORTED;

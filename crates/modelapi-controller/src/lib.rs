@@ -6,9 +6,12 @@ pub mod budget_entries;
 pub mod build;
 pub mod controller;
 pub mod litellm;
+pub mod models;
 pub mod reconcile;
 pub mod settings;
 pub mod status;
+pub mod verification;
+pub mod verify;
 
 use kaos_runtime::ControllerId;
 

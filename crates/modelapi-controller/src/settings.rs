@@ -1,5 +1,7 @@
 //! The modelapi-controller's flags and environment (`docs/contract.md` §3).
 
+use kaos_workload::verification::overrides::AddressOverrides;
+use kaos_workload::verification::settings::ProtocolCheckArgs;
 use kaos_workload::{DataPlaneArgs, GatewayArgs};
 
 /// The binary's flags: every controller process's, then [`Settings`].
@@ -31,6 +33,13 @@ pub struct Settings {
         action = clap::ArgAction::Set
     )]
     pub litellm_prometheus_metrics: bool,
+    // The model check of each ModelAPI once per rollout (`docs/readiness.md`).
+    #[command(flatten)]
+    pub protocol: ProtocolCheckArgs,
+    /// Where this process reaches ModelAPIs whose Service DNS name it cannot (tests, a local
+    /// sandbox): `service-host:port=host:port` entries separated by commas.
+    #[arg(long, env = "MODELAPI_ADDRESS_OVERRIDES", default_value = "")]
+    pub modelapi_address_overrides: AddressOverrides,
     #[command(flatten)]
     pub gateway: GatewayArgs,
     #[command(flatten)]

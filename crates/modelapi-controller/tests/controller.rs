@@ -17,11 +17,14 @@ use kaos_testkit::faults::FaultConfig;
 use modelapi_controller::settings::Args;
 use serde_json::json;
 
+/// The controller without its model checks: these tests are about what it writes (the checks
+/// against real and fake servers: `tests/models_loaded.rs`).
 fn start() -> ControllerTest {
     let args = Args::try_parse_from([
         "modelapi-controller",
         "--default-litellm-image=litellm:test",
         "--default-ollama-image=ollama:test",
+        "--protocol-checks=false",
     ])
     .expect("flags");
     ControllerTest::start(

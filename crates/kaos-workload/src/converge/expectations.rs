@@ -119,6 +119,18 @@ impl Expectations {
         }
     }
 
+    /// Whether this process wrote the object and the cache, showing `observed`, has not shown
+    /// that write yet (whatever it wrote).
+    pub fn pending(&self, key: &Key, observed: Option<Observed<'_>>) -> bool {
+        let now = digest_of(observed.and_then(|o| o.resource_version));
+        self.entries().get(&digest(key)).is_some_and(|w| {
+            w.by_us
+                && now == w.before
+                && now != w.after
+                && now_ms().wrapping_sub(w.at) < PATIENCE_MS
+        })
+    }
+
     /// Records a write of `hash`: the cache showed `before`, the server answered `after` at
     /// `content_version`.
     pub fn wrote(
@@ -225,6 +237,21 @@ mod tests {
             Verdict::Unknown,
             "other content"
         );
+    }
+
+    #[test]
+    fn a_write_of_any_content_is_pending_until_the_cache_shows_it() {
+        let e = Expectations::default();
+        assert!(!e.pending(&key(), at("5")), "nothing written");
+        e.wrote(key(), "h1".into(), Some("5"), Some("9".into()), None);
+        assert!(e.pending(&key(), at("5")));
+        assert!(!e.pending(&key(), at("9")), "shown");
+        assert!(!e.pending(&key(), at("12")), "changed since");
+        // A write that changed nothing keeps the version: nothing to wait for.
+        e.wrote(key(), "h2".into(), Some("12"), Some("12".into()), None);
+        assert!(!e.pending(&key(), at("12")));
+        e.confirmed(key(), "h3".into(), Some("13".into()), None);
+        assert!(!e.pending(&key(), None), "read, not written");
     }
 
     #[test]

@@ -56,6 +56,21 @@ impl Children {
         self.deployments.as_ref()?.get(namespace, name)
     }
 
+    /// Whether the cache shows the Deployment `name` as this process last wrote it (or it
+    /// wrote none): right after a write, the cached one is the rollout before it.
+    pub fn deployment_shown(&self, namespace: &str, name: &str) -> bool {
+        let observed = self.deployment(namespace, name);
+        let key = (
+            <Deployment as crate::desired::ChildType>::KIND.as_str(),
+            namespace.to_string(),
+            name.to_string(),
+        );
+        let seen = observed.as_ref().map(|d| Observed {
+            resource_version: d.metadata.meta.resource_version.as_deref(),
+        });
+        !self.expectations.pending(&key, seen)
+    }
+
     /// Applies what differs, reports conflicts, deletes what must be absent.
     pub async fn converge(
         &self,
