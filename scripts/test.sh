@@ -368,6 +368,7 @@ if [ "$skip_control_plane" = 1 ]; then
   skip_step "Real control plane suites" "--skip-control-plane"
 else
   step "Real control plane suites" "kube-apiserver v1.37.2, helm, the controllers out of cluster"
-  KAOS_CONTROL_PLANE=1 pytest_step tests/control_plane
+  # test_budgets.py runs the real LiteLLM next to the plane.
+  KAOS_CONTROL_PLANE=1 KAOS_LITELLM="$litellm" pytest_step tests/control_plane
 fi
 end_step
