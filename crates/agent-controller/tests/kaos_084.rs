@@ -92,6 +92,7 @@ fn the_full_env_list_of_a_rich_084_agent_in_order() {
     let memory = bind_memory(&agent, Some(&store(true, None)), true).expect("bound");
     let resolved = Resolved {
         model_api_url: "http://modelapi-llm.team.svc.cluster.local:8000".into(),
+        model_name: "gpt-4o-mini".into(),
         memory,
         ..Default::default()
     };
@@ -144,6 +145,7 @@ fn an_agent_without_the_new_fields_keeps_its_environment() {
     });
     let resolved = Resolved {
         model_api_url: "http://api".into(),
+        model_name: "m".into(),
         ..Default::default()
     };
     assert_eq!(
