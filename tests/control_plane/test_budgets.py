@@ -26,7 +26,7 @@ from plane import (CONTROLLERS, REPO, create_namespace, delete_namespace, instal
 
 sys.path.insert(0, str(REPO / "tests" / "runtime"))
 from fake_openai import FakeOpenAI  # noqa: E402
-from litellm_proxy import Proxy, calls, free_port, need, statuses  # noqa: E402
+from litellm_proxy import Proxy, calls, need, statuses  # noqa: E402
 
 NAMESPACE = "kaos-system"
 BUDGETS = "budgets"

@@ -251,3 +251,32 @@ def sample(samples, name, **labels):
     found = [v for (n, ls), v in samples.items() if n == name and set(labels.items()) <= ls]
     assert len(found) == 1, (name, labels, [k for k in samples if k[0] == name])
     return found[0]
+
+
+def start_agent_runtime(python, env, directory, name):
+    """The real agent runtime (pydantic-ai-server, `python` its venv's) with the pod env `env`
+    on a free loopback port, once it answers `/health`: (process, base URL, log path). The
+    caller stops the process."""
+    port = free_port()
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(directory), **env,
+           "AGENT_PORT": str(port)}
+    log = directory / f"{name}.log"
+    agent = subprocess.Popen([python, "-m", "uvicorn", "pais.server:get_app", "--factory",
+                              "--host", "127.0.0.1", "--port", str(port)],
+                             env=env, cwd=directory, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while not http_ok(f"{url}/health"):
+        if agent.poll() is not None or time.monotonic() > deadline:
+            agent.kill()
+            pytest.fail(f"the agent runtime did not start:\n{log.read_text()}")
+        time.sleep(0.3)
+    return agent, url, log
+
+
+def stop(process):
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()

@@ -15,7 +15,6 @@ tool fails the test, it never skips."""
 
 import json
 import os
-import subprocess
 import threading
 import time
 import urllib.request
@@ -25,8 +24,8 @@ import pytest
 import yaml
 
 from fake_openai import FakeOpenAI
-from litellm_proxy import (AGENT_AUTHORIZATION, STARTUP_TIMEOUT, Proxy, exchange, find,
-                           free_port, http, http_ok, need, proxy_modelapi, render)
+from litellm_proxy import (AGENT_AUTHORIZATION, Proxy, exchange, find, http, http_ok, need,
+                           proxy_modelapi, render, start_agent_runtime, stop)
 
 RUNTIME_PYTHON = os.environ.get("KAOS_AGENT_RUNTIME")
 NAMESPACE = "demo"
@@ -165,21 +164,9 @@ def run_task(url, text, number):
 def test_the_real_runtime_is_stopped_at_its_budget_and_stays_up(chain):
     python = need(RUNTIME_PYTHON, "KAOS_AGENT_RUNTIME")
     directory, objects, upstream, proxy, recorder = chain
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(directory),
-           **agent_env(objects, "researcher", recorder.url)}
-    port = free_port()
-    env["AGENT_PORT"] = str(port)
-    log = directory / "researcher.log"
-    agent = subprocess.Popen([python, "-m", "uvicorn", "pais.server:get_app", "--factory",
-                              "--host", "127.0.0.1", "--port", str(port)],
-                             env=env, cwd=directory, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    agent, url, log = start_agent_runtime(python, agent_env(objects, "researcher", recorder.url),
+                                          directory, "researcher")
     try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        while not http_ok(f"{url}/health"):
-            if agent.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"the agent runtime did not start:\n{log.read_text()}")
-            time.sleep(0.3)
         before = len(upstream.completions())
         states = []
         for number in range(1, 5):
@@ -204,11 +191,7 @@ def test_the_real_runtime_is_stopped_at_its_budget_and_stays_up(chain):
         # The agent is still up and answers its card.
         assert http_ok(f"{url}/.well-known/agent.json")
     finally:
-        agent.terminate()
-        try:
-            agent.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            agent.kill()
+        stop(agent)
 
 
 def test_an_agent_without_a_budget_is_not_limited(chain):

@@ -19,14 +19,13 @@ tool fails the test; it never skips. See docs/testing.md ("The real LiteLLM prox
 """
 
 import os
-import subprocess
 import time
 
 import pytest
 
 from fake_openai import FakeOpenAI
-from litellm_proxy import (AGENT_AUTHORIZATION, STARTUP_TIMEOUT, UPSTREAM_KEY, Proxy, find,
-                           free_port, http, http_ok, need, proxy_modelapi, render)
+from litellm_proxy import (AGENT_AUTHORIZATION, UPSTREAM_KEY, Proxy, find, http, need,
+                           proxy_modelapi, render, start_agent_runtime, stop)
 
 RUNTIME_PYTHON = os.environ.get("KAOS_AGENT_RUNTIME")
 NAMESPACE = "demo"
@@ -127,24 +126,13 @@ def test_the_real_agent_runtime_answers_through_it(rendered, proxies):
     litellm = started["generated"]
     litellm.wait_ready()
     deployment = find(objects, "Deployment", "agent-assistant")
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(directory)}
+    env = {}
     service = f"http://modelapi-generated.{NAMESPACE}.svc.cluster.local:8000"
     for var in deployment["spec"]["template"]["spec"]["containers"][0]["env"]:
         env[var["name"]] = var["value"].replace(service, litellm.url)
     assert env["MODEL_API_URL"] == litellm.url, "the agent is wired to the ModelAPI's Service"
-    port = free_port()
-    env["AGENT_PORT"] = str(port)
-    log = directory / "assistant.log"
-    agent = subprocess.Popen([python, "-m", "uvicorn", "pais.server:get_app", "--factory",
-                              "--host", "127.0.0.1", "--port", str(port)],
-                             env=env, cwd=directory, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    agent, url, log = start_agent_runtime(python, env, directory, "assistant")
     try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        while http_ok(f"{url}/health") is False:
-            if agent.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"the agent runtime did not start:\n{log.read_text()}")
-            time.sleep(0.3)
         before = len(upstream.completions())
         status, sent = http("POST", f"{url}/", {
             "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
@@ -166,8 +154,4 @@ def test_the_real_agent_runtime_answers_through_it(rendered, proxies):
         reached = upstream.completions()[before:]
         assert reached and reached[0]["body"]["model"] == "gpt-4o", reached
     finally:
-        agent.terminate()
-        try:
-            agent.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            agent.kill()
+        stop(agent)

@@ -8,7 +8,7 @@
 mod support;
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -26,6 +26,7 @@ use kaos_api::conditions::{
 };
 use kaos_harness::controller::{ControllerTest, RunningController};
 use kaos_harness::fixtures::*;
+use kaos_harness::local_process::{LocalProcess, free_port, python_tool};
 use kaos_harness::repo_root;
 use kaos_harness::status::Conditioned;
 use serde_json::json;
@@ -67,41 +68,13 @@ fn assert_unbudgeted(agent: &Agent) {
 }
 
 /// A process and its scratch directory, both gone when dropped.
-struct Process(Child, std::path::PathBuf);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-        let _ = std::fs::remove_dir_all(&self.1);
-    }
-}
-
 /// `scripts/python-tool litellm ARGS...`: the LiteLLM venv's python or a script of it.
 fn litellm_tool(args: &[&str]) -> String {
-    let out = Command::new(repo_root().join("scripts/python-tool"))
-        .arg("litellm")
-        .args(args)
-        .output()
-        .expect("scripts/python-tool runs");
-    assert!(
-        out.status.success(),
-        "the real LiteLLM proxy is needed (scripts/python-tool litellm install; docs/testing.md, \"The real LiteLLM proxy\"): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .expect("a path")
-        .trim()
-        .to_string()
-}
-
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-    listener.local_addr().expect("its address").port()
+    python_tool("litellm", args)
 }
 
 /// tests/runtime/fake_openai.py on its own: 100 prompt and 50 completion tokens a call.
-fn start_upstream(python: &str, dir: &std::path::Path) -> (Process, String) {
+fn start_upstream(python: &str, dir: &std::path::Path) -> (LocalProcess, String) {
     let mut child = Command::new(python)
         .arg(repo_root().join("tests/runtime/fake_openai.py"))
         .stdout(Stdio::piped())
@@ -113,14 +86,14 @@ fn start_upstream(python: &str, dir: &std::path::Path) -> (Process, String) {
         .read_line(&mut line)
         .expect("its address");
     (
-        Process(child, dir.join("upstream")),
+        LocalProcess(child, dir.join("upstream")),
         line.trim().to_string(),
     )
 }
 
 /// The real LiteLLM proxy on `config` (JSON, which is YAML) and `port`, as a Proxy ModelAPI's
 /// pod runs it, once it answers `/health/readiness`.
-async fn start_litellm(config: &serde_json::Value, upstream: &str, port: u16) -> Process {
+async fn start_litellm(config: &serde_json::Value, upstream: &str, port: u16) -> LocalProcess {
     let litellm = litellm_tool(&["bin", "litellm"]);
     let dir = std::env::temp_dir().join(format!("kaos-usage-litellm-{port}"));
     std::fs::create_dir_all(&dir).expect("a temp dir");
@@ -146,7 +119,7 @@ async fn start_litellm(config: &serde_json::Value, upstream: &str, port: u16) ->
         .stderr(log)
         .spawn()
         .expect("LiteLLM starts");
-    let mut process = Process(child, dir.clone());
+    let mut process = LocalProcess(child, dir.clone());
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(180) {
         if let Ok(Some(status)) = process.0.try_wait() {

@@ -19,6 +19,7 @@ pub mod controller;
 pub mod deployments;
 pub mod fence;
 pub mod fixtures;
+pub mod local_process;
 pub mod processes;
 mod schemas;
 pub mod status;

@@ -3,7 +3,7 @@
 //! the agent-runtime venv: `scripts/python-tool agent-runtime python`, installed if missing, the
 //! test failing if it cannot be) and a small server here that can break `initialize`.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -19,7 +19,7 @@ use kaos_api::mcpserver::MCPServer;
 use kaos_harness::cluster::TestCluster;
 use kaos_harness::controller::ControllerTest;
 use kaos_harness::fixtures::*;
-use kaos_harness::repo_root;
+use kaos_harness::local_process::{LocalProcess, free_port, python_tool};
 use kaos_harness::status::Conditioned;
 use mcpserver_controller::registry::DEFAULT_RUNTIMES_YAML;
 use mcpserver_controller::settings::Args;
@@ -85,39 +85,11 @@ mcp.run(transport="http", host="127.0.0.1", port=int(sys.argv[1]))
 "#;
 
 /// A server process and the directory of its script, both gone when dropped.
-struct Process(Child, std::path::PathBuf);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-        let _ = std::fs::remove_dir_all(&self.1);
-    }
-}
-
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-    listener.local_addr().expect("its address").port()
-}
-
 fn runtime_python() -> String {
-    let tool = repo_root().join("scripts/python-tool");
-    let out = Command::new(&tool)
-        .args(["agent-runtime", "python"])
-        .output()
-        .expect("scripts/python-tool runs");
-    assert!(
-        out.status.success(),
-        "the agent-runtime venv (FastMCP) is needed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .expect("a path")
-        .trim()
-        .to_string()
+    python_tool("agent-runtime", &["python"])
 }
 
-async fn start_fastmcp() -> (Process, u16) {
+async fn start_fastmcp() -> (LocalProcess, u16) {
     let port = free_port();
     let dir = std::env::temp_dir().join(format!("kaos-fastmcp-{port}"));
     std::fs::create_dir_all(&dir).expect("a temp dir");
@@ -130,7 +102,7 @@ async fn start_fastmcp() -> (Process, u16) {
         .stderr(Stdio::null())
         .spawn()
         .expect("FastMCP starts");
-    let process = Process(child, dir);
+    let process = LocalProcess(child, dir);
     for _ in 0..300 {
         if tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await

@@ -26,7 +26,7 @@ use kaos_api::modelapi::ModelAPI;
 use kaos_harness::cluster::TestCluster;
 use kaos_harness::controller::ControllerTest;
 use kaos_harness::fixtures::*;
-use kaos_harness::repo_root;
+use kaos_harness::local_process::{free_port, python_tool};
 use kaos_harness::status::Conditioned;
 use modelapi_controller::settings::Args;
 use serde_json::{Value, json};
@@ -76,11 +76,6 @@ async fn until_models(
     .await
 }
 
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-    listener.local_addr().expect("its address").port()
-}
-
 // The real LiteLLM proxy.
 
 /// LiteLLM imports a lot: ~10 s alone, a minute or more on two busy cores.
@@ -88,16 +83,7 @@ const LITELLM_PATIENCE: Duration = Duration::from_secs(300);
 
 /// The proxy's `litellm` script, from its pinned venv (made if missing).
 fn litellm_script() -> PathBuf {
-    let out = Command::new(repo_root().join("scripts/python-tool"))
-        .args(["litellm", "bin", "litellm"])
-        .output()
-        .expect("scripts/python-tool runs");
-    assert!(
-        out.status.success(),
-        "the LiteLLM proxy is needed (scripts/python-tool litellm): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8(out.stdout).expect("a path").trim())
+    PathBuf::from(python_tool("litellm", &["bin", "litellm"]))
 }
 
 /// The port the controller reaches "the proxy" at: each connection is forwarded to the LiteLLM
