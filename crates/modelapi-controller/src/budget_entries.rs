@@ -509,7 +509,7 @@ mod tests {
             "{}",
             problem.message
         );
-        // About 5 000 agents fit.
+        // 3 000 fit (~230 bytes an entry with these names and a UID: about 4 000 would).
         let (text, _) =
             with_budgets(GENERATED.into(), &ProxyConfig::default(), &agents[..3000]).expect("fits");
         assert!(text.len() < MAX_CONFIG_BYTES);
