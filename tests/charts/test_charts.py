@@ -887,6 +887,7 @@ NETWORK_POLICY = {"global": {"networkPolicy": {
     "scraper": {"namespaceLabels": {"kubernetes.io/metadata.name": "", "team": "obs"}, "podLabels": {}},
     "apiServer": {"cidrs": ["172.18.0.2/32"], "ports": ["6443/TCP"]},
     "database": {"cidrs": ["10.50.0.0/24"], "ports": []},
+    "deniedCIDRs": ["169.254.169.254/32", "fd00:ec2::254/128", "100.100.100.200/32"],
     "mcpEgress": {"*": [], "slack": ["external"]},
     "extraEgress": OTLP_EGRESS,
 }}}
@@ -912,7 +913,7 @@ def controllers_network_policy_defaults():
         variable = variables[re.search(r"env = (\w+_ENV)", arg).group(1)]
         default = re.search(r'default_value(?:_t)? = (DEFAULT_\w+|"[^"]*"|false)', arg).group(1)
         defaults[variable] = constants[default] if default in constants else default.strip('"')
-    assert len(defaults) == len(variables) == 22, defaults
+    assert len(defaults) == len(variables) == 23, defaults
     return defaults
 
 
@@ -982,6 +983,7 @@ def test_network_policy_values_reach_the_controllers_converted():
         # Helm merges the map with its default: `kubernetes` stays.
         ("NETWORK_POLICY_MCP_EGRESS", '{"*":[],"kubernetes":["apiserver"],"slack":["external"]}'),
         ("NETWORK_POLICY_EXTRA_EGRESS", extra),
+        ("NETWORK_POLICY_DENIED_CIDRS", "169.254.169.254/32,fd00:ec2::254/128,100.100.100.200/32"),
     ]
     for controller in WORKLOAD_CONTROLLERS:
         assert env[f"kaos-{controller}-manager"] == want, controller

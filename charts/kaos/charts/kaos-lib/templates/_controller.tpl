@@ -197,6 +197,8 @@ policies"); only the agent controller reads these two.
   value: {{ $policy.mcpEgress | default dict | toJson | quote }}
 - name: NETWORK_POLICY_EXTRA_EGRESS
   value: {{ $policy.extraEgress | default list | toJson | quote }}
+- name: NETWORK_POLICY_DENIED_CIDRS
+  value: {{ join "," ($policy.deniedCIDRs | default list) | quote }}
 {{- end -}}
 
 {{/* Where a global.metrics.certSecret is mounted (controller-runtime's usual path). */}}

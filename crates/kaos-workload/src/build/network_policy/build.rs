@@ -18,7 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 };
 
 use super::graph::{AgentEdges, MemoryStoreEdges};
-use super::settings::{NetworkPolicyArgs, ip_block};
+use super::settings::NetworkPolicyArgs;
 use super::values::{Cidr, Labels, McpEgress, PortSpec};
 use crate::build::workload::Workload;
 
@@ -160,7 +160,7 @@ pub fn agent_policy(
         );
     let mut egress = vec![dns_rule(args)];
     egress.extend(target_rules(targets));
-    egress.extend(args.extra_egress.0.iter().cloned());
+    egress.extend(args.extra_egress_rules());
     let workflow = workflow_peer(args);
     policy(workload, &[workload.port], clients, workflow, egress, args)
 }
@@ -208,7 +208,7 @@ pub fn model_api_policy(workload: &Workload, args: &NetworkPolicyArgs) -> Networ
     ];
     let mut egress = vec![dns_rule(args)];
     egress.extend(external_rule(args));
-    egress.extend(args.extra_egress.0.iter().cloned());
+    egress.extend(args.extra_egress_rules());
     let checkers = controller_peer(args, MODEL_API_CHECKERS);
     policy(workload, &[workload.port], clients, checkers, egress, args)
 }
@@ -230,10 +230,10 @@ pub fn mcp_server_policy(
     for kind in args.mcp_egress_of(runtime) {
         egress.extend(match kind {
             McpEgress::External => external_rule(args),
-            McpEgress::Apiserver => block_rule(&args.apiserver_cidrs, &args.apiserver_ports),
+            McpEgress::Apiserver => block_rule(args, &args.apiserver_cidrs, &args.apiserver_ports),
         });
     }
-    egress.extend(args.extra_egress.0.iter().cloned());
+    egress.extend(args.extra_egress_rules());
     let mut all_ports = vec![workload.port];
     all_ports.extend_from_slice(ports);
     let checkers = controller_peer(args, MCP_SERVER_CHECKERS);
@@ -255,9 +255,9 @@ pub fn memory_store_policy(
     let mut egress = vec![dns_rule(args)];
     egress.extend(target_rules(model_apis.iter().map(|t| (Kind::ModelApi, t))));
     if external {
-        egress.extend(block_rule(&args.database_cidrs, &args.database_ports));
+        egress.extend(block_rule(args, &args.database_cidrs, &args.database_ports));
     }
-    egress.extend(args.extra_egress.0.iter().cloned());
+    egress.extend(args.extra_egress_rules());
     policy(workload, &[workload.port], clients, None, egress, args)
 }
 
@@ -392,14 +392,20 @@ fn external_rule(args: &NetworkPolicyArgs) -> Option<NetworkPolicyEgressRule> {
     })
 }
 
-/// `cidrs` whole on `ports` (none when no CIDR is set).
-fn block_rule(cidrs: &[Cidr], ports: &[PortSpec]) -> Option<NetworkPolicyEgressRule> {
-    (!cidrs.is_empty()).then(|| NetworkPolicyEgressRule {
+/// `cidrs` on `ports`, not cut by the cluster CIDRs, only by the denied ones (none when no
+/// CIDR is left).
+fn block_rule(
+    args: &NetworkPolicyArgs,
+    cidrs: &[Cidr],
+    ports: &[PortSpec],
+) -> Option<NetworkPolicyEgressRule> {
+    let blocks = args.blocks(cidrs, &[]);
+    (!blocks.is_empty()).then(|| NetworkPolicyEgressRule {
         to: Some(
-            cidrs
-                .iter()
-                .map(|cidr| NetworkPolicyPeer {
-                    ip_block: Some(ip_block(cidr, Vec::new())),
+            blocks
+                .into_iter()
+                .map(|block| NetworkPolicyPeer {
+                    ip_block: Some(block),
                     ..NetworkPolicyPeer::default()
                 })
                 .collect(),

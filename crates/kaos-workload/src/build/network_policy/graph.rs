@@ -36,6 +36,8 @@ pub enum Node {
     Database,
     /// What `NETWORK_POLICY_EXTRA_EGRESS` lets every pod reach (e.g. a telemetry collector).
     ExtraEgress,
+    /// The cloud metadata service (`NETWORK_POLICY_DENIED_CIDRS`): no workload reaches it.
+    Metadata,
 }
 
 /// What one Agent connects to, by name.

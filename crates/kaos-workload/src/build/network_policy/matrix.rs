@@ -368,3 +368,69 @@ fn unconfigured_controllers_reach_nothing() {
     let pairs = assert_matrix(&every_kind());
     assert!(touching_controllers(&pairs).is_empty());
 }
+
+/// Every range as wide as it gets, IPv4 and IPv6: external, API server and database
+/// everywhere, and extra egress rules to any address and to the metadata address itself.
+fn widest_args(denied: &str) -> NetworkPolicyArgs {
+    let cidrs = |text: &str| {
+        text.split(',')
+            .filter(|c| !c.is_empty())
+            .map(|c| Cidr::parse(c).expect("cidr"))
+            .collect()
+    };
+    NetworkPolicyArgs {
+        external_cidrs: cidrs("0.0.0.0/0,::/0"),
+        apiserver_cidrs: cidrs("0.0.0.0/0,::/0"),
+        database_cidrs: cidrs("0.0.0.0/0,::/0"),
+        extra_egress: serde_json::from_value(serde_json::json!([
+            {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}]},
+            {"to": [{"ipBlock": {"cidr": "169.254.169.254/32"}}], "ports": [{"port": 80}]}
+        ]))
+        .expect("extra egress"),
+        denied_cidrs: cidrs(denied),
+        ..test_args()
+    }
+}
+
+/// Every kind, with an MCP server that reaches the API server and a MemoryStore that reaches
+/// its database: each kind of egress the settings can open.
+fn every_egress() -> Namespace {
+    let mut namespace = every_kind();
+    namespace
+        .mcp_servers
+        .push(("kube", "kubernetes", Vec::new()));
+    namespace
+        .memory_stores
+        .push(("pg", vec![Target::new("llm", 8000)], true));
+    namespace
+}
+
+fn reaching_metadata(args: &NetworkPolicyArgs) -> BTreeSet<Node> {
+    let namespace = every_egress();
+    matrix(&namespace.policies(args), &namespace.endpoints())
+        .into_iter()
+        .filter(|(_, to)| *to == Node::Metadata)
+        .map(|(from, _)| from)
+        .collect()
+}
+
+#[test]
+fn the_metadata_service_is_unreachable_however_wide_the_egress() {
+    // The default denied CIDRs hold, over IPv4 and IPv6, even against an extra egress rule that
+    // names the metadata address (that rule is left out: with no peer left it would allow all).
+    assert_eq!(
+        reaching_metadata(&widest_args("169.254.169.254/32,fd00:ec2::254/128")),
+        BTreeSet::new()
+    );
+    assert_eq!(
+        reaching_metadata(&NetworkPolicyArgs {
+            denied_cidrs: NetworkPolicyArgs::default().denied_cidrs,
+            ..widest_args("")
+        }),
+        BTreeSet::new()
+    );
+    // Denied nothing (an explicit empty setting), the same settings reach it from every pod.
+    let open = reaching_metadata(&widest_args(""));
+    assert!(open.contains(&Node::ModelApi("llm".into())), "{open:?}");
+    assert!(open.contains(&Node::Agent("worker".into())), "{open:?}");
+}

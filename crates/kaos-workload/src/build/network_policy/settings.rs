@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use clap::{ArgAction, Args};
-use k8s_openapi::api::networking::v1::IPBlock;
+use k8s_openapi::api::networking::v1::{IPBlock, NetworkPolicyEgressRule, NetworkPolicyPeer};
 
 use super::values::{Cidr, ExtraEgress, Labels, McpEgress, McpEgressMap, PortSpec};
 
@@ -30,6 +30,7 @@ pub const DATABASE_CIDRS_ENV: &str = "NETWORK_POLICY_DATABASE_CIDRS";
 pub const DATABASE_PORTS_ENV: &str = "NETWORK_POLICY_DATABASE_PORTS";
 pub const MCP_EGRESS_ENV: &str = "NETWORK_POLICY_MCP_EGRESS";
 pub const EXTRA_EGRESS_ENV: &str = "NETWORK_POLICY_EXTRA_EGRESS";
+pub const DENIED_CIDRS_ENV: &str = "NETWORK_POLICY_DENIED_CIDRS";
 
 const DEFAULT_CLUSTER_CIDRS: &str = "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16";
 const DEFAULT_EXTERNAL_CIDRS: &str = "0.0.0.0/0";
@@ -45,6 +46,9 @@ const DEFAULT_DATABASE_CIDRS: &str = "0.0.0.0/0";
 const DEFAULT_DATABASE_PORTS: &str = "5432/TCP";
 const DEFAULT_MCP_EGRESS: &str = r#"{"*":["external"],"kubernetes":["apiserver"]}"#;
 const DEFAULT_EXTRA_EGRESS: &str = "[]";
+/// The cloud metadata service (AWS, GCP, Azure, OCI and others answer at 169.254.169.254; AWS
+/// also at fd00:ec2::254): it hands out the node's cloud credentials to any pod that reaches it.
+const DEFAULT_DENIED_CIDRS: &str = "169.254.169.254/32,fd00:ec2::254/128";
 
 /// NetworkPolicies of the generated pods (`docs/network-policy.md`). Off by default; when on,
 /// every generated workload of an applicable namespace gets one policy that denies all ingress
@@ -268,6 +272,17 @@ pub struct NetworkPolicyArgs {
         value_parser = json_of::<ExtraEgress>(EXTRA_EGRESS_ENV)
     )]
     pub extra_egress: ExtraEgress,
+    /// Addresses no generated pod may reach, whatever the other settings allow: cut out of
+    /// every ipBlock the policies hold (external, API server, database and the extra egress).
+    /// By default the cloud metadata service; empty: nothing is cut.
+    #[arg(
+        id = "network_policy_denied_cidrs",
+        long = "network-policy-denied-cidrs",
+        env = DENIED_CIDRS_ENV,
+        default_value = DEFAULT_DENIED_CIDRS,
+        value_parser = cidrs_of(DENIED_CIDRS_ENV)
+    )]
+    pub denied_cidrs: ::std::vec::Vec<Cidr>,
 }
 
 impl Default for NetworkPolicyArgs {
@@ -299,6 +314,7 @@ impl Default for NetworkPolicyArgs {
             database_ports: ports(DEFAULT_DATABASE_PORTS),
             mcp_egress: serde_json::from_str(DEFAULT_MCP_EGRESS).expect("default MCP egress"),
             extra_egress: ExtraEgress::default(),
+            denied_cidrs: cidrs(DEFAULT_DENIED_CIDRS),
         }
     }
 }
@@ -331,18 +347,72 @@ impl NetworkPolicyArgs {
     /// The external CIDRs as ipBlocks, each without the cluster CIDRs strictly inside it. An
     /// external CIDR that lies inside a cluster CIDR (a chosen in-cluster range) stays whole.
     pub fn external_blocks(&self) -> Vec<IPBlock> {
-        self.external_cidrs
+        self.blocks(&self.external_cidrs, &self.cluster_cidrs)
+    }
+
+    /// `cidrs` as ipBlocks without the denied CIDRs (nor the `cut` ones strictly inside each): a
+    /// CIDR a denied one covers is left out whole.
+    pub fn blocks(&self, cidrs: &[Cidr], cut: &[Cidr]) -> Vec<IPBlock> {
+        cidrs
             .iter()
+            .filter(|cidr| !self.denied_cidrs.iter().any(|d| d.covers(cidr)))
             .map(|cidr| {
-                let except: BTreeSet<Cidr> = self
-                    .cluster_cidrs
+                let except: BTreeSet<Cidr> = cut
                     .iter()
+                    .chain(&self.denied_cidrs)
                     .filter(|c| cidr.strictly_contains(c))
                     .copied()
                     .collect();
                 ip_block(cidr, except.iter().map(Cidr::to_string).collect())
             })
             .collect()
+    }
+
+    /// The extra egress rules with the denied CIDRs cut out of their ipBlocks: an ipBlock a
+    /// denied CIDR covers is left out, and a rule left with no peer (which would allow every
+    /// destination) is left out whole.
+    pub fn extra_egress_rules(&self) -> Vec<NetworkPolicyEgressRule> {
+        self.extra_egress
+            .0
+            .iter()
+            .filter_map(|rule| {
+                let Some(to) = &rule.to else {
+                    return Some(rule.clone());
+                };
+                let kept: Vec<NetworkPolicyPeer> = to
+                    .iter()
+                    .filter_map(|peer| self.allowed_peer(peer))
+                    .collect();
+                (!kept.is_empty()).then(|| NetworkPolicyEgressRule {
+                    to: Some(kept),
+                    ..rule.clone()
+                })
+            })
+            .collect()
+    }
+
+    /// A peer of the extra egress, its ipBlock without the denied CIDRs (None: all denied). An
+    /// ipBlock the schema accepted but that is no canonical CIDR is kept as written.
+    fn allowed_peer(&self, peer: &NetworkPolicyPeer) -> Option<NetworkPolicyPeer> {
+        let Some(block) = &peer.ip_block else {
+            return Some(peer.clone());
+        };
+        let Ok(cidr) = Cidr::parse(&block.cidr) else {
+            return Some(peer.clone());
+        };
+        let [mut cut] = <[IPBlock; 1]>::try_from(self.blocks(&[cidr], &[])).ok()?;
+        let mut except: BTreeSet<String> = block
+            .except
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        except.extend(cut.except.take().unwrap_or_default());
+        cut.except = (!except.is_empty()).then(|| except.into_iter().collect());
+        Some(NetworkPolicyPeer {
+            ip_block: Some(cut),
+            ..peer.clone()
+        })
     }
 }
 

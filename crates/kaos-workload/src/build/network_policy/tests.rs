@@ -81,7 +81,7 @@ fn dns_egress() -> serde_json::Value {
 
 fn external_egress() -> serde_json::Value {
     json!({
-        "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]}}]
+        "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.0.0.0/8", "169.254.169.254/32", "172.16.0.0/12", "192.168.0.0/16"]}}]
     })
 }
 
@@ -348,7 +348,7 @@ fn mcp_server_policy_follows_its_runtime() {
             json!([
                 dns_egress(),
                 {
-                    "to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}],
+                    "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32"]}}],
                     "ports": [{"port": 443, "protocol": "TCP"}, {"port": 6443, "protocol": "TCP"}]
                 }
             ])
@@ -370,7 +370,7 @@ fn mcp_server_policy_follows_its_runtime() {
     assert_eq!(both["spec"]["egress"][1], external_egress());
     assert_eq!(
         both["spec"]["egress"][2]["to"],
-        json!([{"ipBlock": {"cidr": "0.0.0.0/0"}}])
+        json!([{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32"]}}])
     );
 }
 
@@ -411,7 +411,7 @@ fn memory_store_policy_reaches_its_models_and_database() {
                     "to": [{"podSelector": {"matchLabels": {"app": "modelapi", "modelapi": "embed"}}}],
                     "ports": [{"port": 11434, "protocol": "TCP"}]
                 },
-                {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [{"port": 5432, "protocol": "TCP"}]},
+                {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32"]}}], "ports": [{"port": 5432, "protocol": "TCP"}]},
                 {
                     "to": [{
                         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}},

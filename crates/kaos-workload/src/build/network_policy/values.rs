@@ -139,6 +139,11 @@ impl Cidr {
     pub fn strictly_contains(&self, other: &Cidr) -> bool {
         other.prefix > self.prefix && self.contains_ip(other.addr)
     }
+
+    /// Whether `other` is this network or one inside it.
+    pub fn covers(&self, other: &Cidr) -> bool {
+        other.prefix >= self.prefix && self.contains_ip(other.addr)
+    }
 }
 
 fn masked(ip: IpAddr, prefix: u8) -> IpAddr {

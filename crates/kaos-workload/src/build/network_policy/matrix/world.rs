@@ -95,6 +95,22 @@ pub(super) fn surroundings() -> Vec<Endpoint> {
             "172.18.0.2",
             vec![(6443, "TCP")],
         ),
+        // The cloud metadata service, at its IPv4 and AWS's IPv6 address: inside every
+        // external range and never reachable.
+        outside(
+            Node::Metadata,
+            None,
+            &[],
+            "169.254.169.254",
+            vec![(80, "TCP")],
+        ),
+        outside(
+            Node::Metadata,
+            None,
+            &[],
+            "fd00:ec2::254",
+            vec![(80, "TCP")],
+        ),
         // An in-cluster pgvector behind a Service of another namespace.
         outside(
             Node::Database,

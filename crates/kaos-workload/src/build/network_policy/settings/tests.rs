@@ -218,6 +218,7 @@ fn external_blocks_cut_out_the_cluster() {
             cidr: "0.0.0.0/0".into(),
             except: Some(vec![
                 "10.0.0.0/8".into(),
+                "169.254.169.254/32".into(),
                 "172.16.0.0/12".into(),
                 "192.168.0.0/16".into()
             ])
@@ -237,8 +238,15 @@ fn external_blocks_cut_out_the_cluster() {
             .map(|b| (b.cidr.as_str(), b.except.clone().unwrap_or_default()))
             .collect::<Vec<_>>(),
         [
-            ("0.0.0.0/0", vec!["10.0.0.0/8".to_string()]),
-            ("::/0", vec!["fd00::/8".to_string()]),
+            // The metadata service is cut too (NETWORK_POLICY_DENIED_CIDRS).
+            (
+                "0.0.0.0/0",
+                vec!["10.0.0.0/8".to_string(), "169.254.169.254/32".to_string()]
+            ),
+            (
+                "::/0",
+                vec!["fd00::/8".to_string(), "fd00:ec2::254/128".to_string()]
+            ),
             ("10.96.5.0/24", vec![]),
         ]
     );
