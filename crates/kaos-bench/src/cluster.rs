@@ -50,8 +50,14 @@ impl Cluster {
     /// kaos-testkit with RBAC and the deployment simulator, the chart's rendering applied, one
     /// replica of each controller under its chart ServiceAccount; the workload in `default`.
     pub async fn testkit(scratch: &Scratch) -> Self {
-        let cluster =
-            ChartCluster::start(scratch, &["--watch-history", "200000"], 1, &[LOG_LEVEL]).await;
+        Self::testkit_with(scratch, &[]).await
+    }
+
+    /// [`Cluster::testkit`] with more environment for every controller.
+    pub async fn testkit_with(scratch: &Scratch, env: &[(&str, &str)]) -> Self {
+        let mut env = env.to_vec();
+        env.push(LOG_LEVEL);
+        let cluster = ChartCluster::start(scratch, &["--watch-history", "200000"], 1, &env).await;
         Self {
             admin: cluster.admin.clone(),
             namespace: "default".into(),

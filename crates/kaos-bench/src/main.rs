@@ -29,7 +29,9 @@
 //!
 //!   KAOS_BIN_DIR=$PWD/target/bench cargo run -p kaos-bench -- --kubeconfig /tmp/plane/kubeconfig --agents 1000 --topology none
 
+mod budgets;
 mod cluster;
+mod fake_proxy;
 mod measure;
 mod provenance;
 mod report;
@@ -89,6 +91,12 @@ struct Args {
     /// for each run; each run uses a fresh namespace, deleted at the end.
     #[arg(long, value_name = "PATH")]
     kubeconfig: Option<std::path::PathBuf>,
+    /// Measure what reading budgeted agents' usage costs instead (`budgets`: every agent
+    /// budgeted, no peers, on kaos-testkit only); raw results in `<DIR>/budgets`.
+    #[arg(long)]
+    budgets: bool,
+    #[command(flatten)]
+    budget: budgets::BudgetArgs,
 }
 
 /// Polling interval: listing everything is cheap up to 1 000 agents.
@@ -451,6 +459,21 @@ async fn measure_run(
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let mut args = Args::parse();
+    if args.budgets {
+        anyhow::ensure!(
+            args.kubeconfig.is_none() && args.topologies.is_empty(),
+            "--budgets runs on kaos-testkit, without peers: no --kubeconfig, no --topology"
+        );
+        args.results = args.results.join("budgets");
+        args.label.get_or_insert_with(|| {
+            let counts = args.agents.iter().map(usize::to_string);
+            std::iter::once("budgets".to_string())
+                .chain(counts)
+                .collect::<Vec<_>>()
+                .join("-")
+        });
+        return run_budgets(&args).await;
+    }
     if args.topologies.is_empty() {
         args.topologies = Topology::ALL.to_vec();
     }
@@ -507,6 +530,30 @@ async fn main() -> anyhow::Result<()> {
         "kaos-bench: raw results in {} (docs: python3 scripts/bench-report.py)",
         results.path.display()
     );
+    Ok(())
+}
+
+/// `--budgets`: one budget run per agent count, each into the raw results file.
+async fn run_budgets(args: &Args) -> anyhow::Result<()> {
+    let mut results = Results::new(args)?;
+    for &agents in &args.agents {
+        eprintln!("kaos-bench: budgets × {agents} agents …");
+        let (started, load) = (provenance::now(), provenance::load_average());
+        let clock = Instant::now();
+        let timeout = Duration::from_secs(args.timeout);
+        let mut entry = match budgets::run(agents, &args.budget, timeout).await {
+            Ok(figures) => figures,
+            Err(e) => json!({"agents": agents, "error": format!("{e:#}")}),
+        };
+        entry["started"] = json!(started);
+        entry["wall_seconds"] = json!(clock.elapsed().as_secs_f64());
+        entry["load_average_start"] = load;
+        entry["load_average_end"] = provenance::load_average();
+        eprintln!("kaos-bench: budgets × {agents}: {entry:#}");
+        results.push(entry)?;
+    }
+    results.finish()?;
+    eprintln!("kaos-bench: raw results in {}", results.path.display());
     Ok(())
 }
 
