@@ -97,6 +97,27 @@ pub struct MCPServerStatus {
     /// or when the server requires credentials.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub available_tools: Vec<String>,
+    /// Who answered that check: the `serverInfo` and the protocol revision of the server's MCP
+    /// initialize answer; absent before a check succeeds or when the server requires
+    /// credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_info: Option<McpServerInfo>,
+}
+
+/// The MCP server's own description of itself, from its initialize answer (each text at most
+/// 253 characters).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerInfo {
+    /// `serverInfo.name`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// `serverInfo.version`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub version: String,
+    /// The protocol revision the server chose (`protocolVersion`), e.g. `2025-06-18`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub protocol_version: String,
 }
 
 /// A workload's status, with no tools listed.
@@ -105,6 +126,7 @@ impl From<WorkloadStatus> for MCPServerStatus {
         MCPServerStatus {
             workload,
             available_tools: Vec::new(),
+            server_info: None,
         }
     }
 }

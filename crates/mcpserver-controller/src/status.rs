@@ -37,6 +37,7 @@ pub fn status(
         workload: report.status(),
         // Until a check of the rollout now available, what the last check listed stays shown.
         available_tools: previous.available_tools,
+        server_info: previous.server_info,
     };
     let workload = &status.workload;
     let current = Rollout::available(workload.ready, workload.endpoint.as_deref(), deployment);
@@ -54,6 +55,7 @@ pub fn status(
             now,
         );
         status.available_tools = outcome.tools.clone();
+        status.server_info = outcome.server_info.clone();
     }
     status
 }

@@ -14,6 +14,7 @@ use hyper_util::rt::TokioExecutor;
 use kaos_api::conditions::{
     AUTHENTICATION_REQUIRED, INITIALIZE_FAILED, SERVER_UNREACHABLE, TOOLS_LIST_FAILED, TOOLS_LISTED,
 };
+use kaos_api::mcpserver::McpServerInfo;
 use serde_json::{Value, json};
 
 /// The path of the MCP endpoint under the server's Service address.
@@ -33,6 +34,14 @@ pub struct Outcome {
     pub reason: &'static str,
     pub message: String,
     pub tools: Vec<String>,
+    /// Who answered: from a check that listed the tools only.
+    pub server_info: Option<McpServerInfo>,
+}
+
+/// What a server that listed its tools said of itself.
+struct Listed {
+    tools: Vec<String>,
+    server_info: McpServerInfo,
 }
 
 /// A failed step: its reason and what to say.
@@ -58,7 +67,7 @@ impl McpClient {
     /// Checks the MCP server at `url` (`http://host:port/mcp`).
     pub async fn verify(&self, url: &str) -> Outcome {
         match self.list_tools(url).await {
-            Ok(Some(tools)) => Outcome {
+            Ok(Some(Listed { tools, server_info })) => Outcome {
                 verified: true,
                 reason: TOOLS_LISTED,
                 message: format!(
@@ -66,6 +75,7 @@ impl McpClient {
                     tools.len()
                 ),
                 tools,
+                server_info: Some(server_info),
             },
             Ok(None) => Outcome {
                 verified: true,
@@ -74,18 +84,20 @@ impl McpClient {
                     "the MCP server at {url} answers but requires credentials (401/403); its tools are not listed"
                 ),
                 tools: Vec::new(),
+                server_info: None,
             },
             Err(Failure(reason, message)) => Outcome {
                 verified: false,
                 reason,
                 message,
                 tools: Vec::new(),
+                server_info: None,
             },
         }
     }
 
-    /// The tool names, or None when the server asks for credentials.
-    async fn list_tools(&self, url: &str) -> Result<Option<Vec<String>>, Failure> {
+    /// The tool names and who answered, or None when the server asks for credentials.
+    async fn list_tools(&self, url: &str) -> Result<Option<Listed>, Failure> {
         let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": PROTOCOL_VERSION,
             "capabilities": {},
@@ -119,6 +131,7 @@ impl McpClient {
             .and_then(Value::as_str)
             .unwrap_or(PROTOCOL_VERSION)
             .to_string();
+        let server_info = server_info(&answer.body["result"], &version);
         let list_failed = |why: String| {
             Failure(
                 TOOLS_LIST_FAILED,
@@ -153,7 +166,7 @@ impl McpClient {
             cursor = result["nextCursor"].as_str().map(String::from);
             if cursor.is_none() {
                 self.close(url, session).await;
-                return Ok(Some(tools));
+                return Ok(Some(Listed { tools, server_info }));
             }
         }
         Err(list_failed(format!("more than {MAX_PAGES} pages")))
@@ -262,6 +275,20 @@ impl Step {
     }
 }
 
+/// What an initialize `result` says of the server, each text bounded (it is the server's own
+/// words, shown in the status).
+fn server_info(result: &Value, protocol_version: &str) -> McpServerInfo {
+    let text = |pointer: &str| -> String {
+        let value = result.pointer(pointer).and_then(Value::as_str);
+        value.unwrap_or_default().chars().take(253).collect()
+    };
+    McpServerInfo {
+        name: text("/serverInfo/name"),
+        version: text("/serverInfo/version"),
+        protocol_version: protocol_version.chars().take(253).collect(),
+    }
+}
+
 /// The JSON-RPC answer in a body that is JSON, or an SSE stream whose `data:` lines hold it.
 fn json_rpc_answer(bytes: &[u8]) -> Result<Value, Step> {
     let text = String::from_utf8_lossy(bytes);
@@ -297,5 +324,16 @@ mod tests {
             Some("not a JSON-RPC answer: \"<html>oops</html>\"")
         );
         Ok(())
+    }
+
+    #[test]
+    fn server_info_is_read_and_bounded() {
+        let result = json!({"serverInfo": {"name": "x".repeat(300), "version": "1.2.3"}});
+        let info = server_info(&result, "2025-06-18");
+        assert_eq!(info.name.len(), 253);
+        assert_eq!(info.version, "1.2.3");
+        assert_eq!(info.protocol_version, "2025-06-18");
+        // A server that says nothing of itself: empty texts, not an error.
+        assert_eq!(server_info(&json!({}), "2025-03-26").name, "");
     }
 }

@@ -123,6 +123,12 @@ async fn the_real_fastmcp_server_is_verified_and_its_tools_listed() {
     let verified = until_verified(&h, "tools", "True", Duration::from_secs(30)).await;
     assert_eq!(verified.reason(PROTOCOL_VERIFIED), TOOLS_LISTED);
     assert_eq!(tools_of(&verified), ["echo", "add"]);
+    // Who answered, in the status: FastMCP's name for the server and the revision it chose.
+    let info = verified.status.as_ref().and_then(|s| s.server_info.clone());
+    let info = info.expect("status.serverInfo");
+    assert_eq!(info.name, "tools");
+    assert!(!info.version.is_empty(), "{info:?}");
+    assert_eq!(info.protocol_version, "2025-06-18");
     let ready = h.until_phase::<MCPServer>("tools", Phase::Ready).await;
     assert_eq!(ready.reason("Ready"), DEPLOYMENT_READY);
 }
@@ -191,6 +197,10 @@ async fn a_failing_initialize_is_reported_then_recovers_and_idle_sends_nothing()
     assert!(message.contains("check the server's logs"), "{message}");
     assert!(tools_of(&failed).is_empty());
     assert_eq!(
+        failed.status.as_ref().and_then(|s| s.server_info.clone()),
+        None
+    );
+    assert_eq!(
         failed.reason("Ready"),
         DEPLOYMENT_READY,
         "Report: Ready does not wait"
@@ -200,6 +210,11 @@ async fn a_failing_initialize_is_reported_then_recovers_and_idle_sends_nothing()
     fake.broken.store(false, Ordering::SeqCst);
     let verified = until_verified(&h, "fake", "True", Duration::from_secs(40)).await;
     assert_eq!(tools_of(&verified), ["first", "second"]);
+    let info = verified.status.as_ref().and_then(|s| s.server_info.clone());
+    assert_eq!(
+        info.map(|i| (i.name, i.version)),
+        Some(("fake".into(), "1".into()))
+    );
 
     // Verified: a steady server gets no request and the controller writes nothing.
     tokio::time::sleep(Duration::from_millis(500)).await;
