@@ -1,7 +1,7 @@
 //! An Agent's desired state from what is known of its dependencies, in the contract's order:
 //! resolve them (the ModelAPI, the model, the MCP servers, the peers), bind its MemoryStore,
-//! build the children, fence them with the NetworkPolicy, suspend them (`spec.suspend`). Pure: the reconcile passes what its
-//! caches hold, `kaosctl render` what the manifests hold.
+//! build the children, fence them with the NetworkPolicy, suspend them (`spec.suspend`). Pure:
+//! the reconcile passes what its caches hold, `kaosctl render` what the manifests hold.
 
 use kaos_api::agent::Agent;
 use kaos_api::mcpserver::MCPServer;
