@@ -29,6 +29,8 @@ pub struct CachedAgent {
     security_id: Option<Box<str>>,
     /// `spec.budget` with `spec.modelAPI`, kept apart: the usage collector reads them every round.
     own_budget: Option<Box<OwnBudget>>,
+    /// `spec.suspend`, kept apart: its listers' projections read it on every event.
+    suspended: bool,
     status: Option<StatusMemo>,
 }
 
@@ -144,6 +146,7 @@ impl From<Agent> for CachedAgent {
                     budget: Arc::new(budget.clone()),
                 })
             }),
+            suspended: agent.spec.suspend,
             spec: Compact::new(&agent.spec),
             status: agent.status.map(StatusMemo::from),
         }
@@ -160,6 +163,11 @@ impl StatusDigest for CachedAgent {
 impl CachedAgent {
     pub fn spec(&self) -> AgentSpec {
         self.spec.get()
+    }
+
+    /// `spec.suspend`.
+    pub fn suspended(&self) -> bool {
+        self.suspended
     }
 
     pub fn phase(&self) -> Option<AgentPhase> {

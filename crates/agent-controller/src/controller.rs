@@ -5,7 +5,8 @@
 //! ceiling. Dependents are found in the relation
 //! index (kept from the Agent watch events), never by scanning the Agent cache. A budgeted
 //! agent is also reconciled when the usage collector (one per process, reading every namespace's
-//! caches) has something new for its status.
+//! caches) has something new for its status. And an agent is reconciled when the runs that pin it
+//! change (`pins`: a workflow step wakes a suspended agent).
 
 use std::sync::{Arc, Mutex};
 
@@ -26,6 +27,7 @@ use tokio::sync::mpsc;
 
 use crate::cached::CachedAgent;
 use crate::naming::CHILD_SELECTOR;
+use crate::pins::{RunPins, SharedPins, keep_pins};
 use crate::reconcile::{Context, FINALIZER, phase_of};
 use crate::relations::{
     self, MCP_SERVER, MCP_SERVER_AWAITED, MEMORY_STORE, MODEL_API, MODEL_API_AWAITED, PEER,
@@ -74,6 +76,9 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
             index.clone(),
         ));
         ns.reconcile_on(receive(peer_rx));
+        let pins = SharedPins::default();
+        let (_, run_events) = ns.watch::<RunPins>();
+        ns.reconcile_on(keep_pins(run_events, pins.clone()));
         let (usage_tx, usage_rx) = mpsc::unbounded_channel();
         ns.reconcile_on(receive(usage_rx));
         collector.watch(Sources {
@@ -92,6 +97,7 @@ pub async fn run(runtime: Runtime, settings: Settings) -> anyhow::Result<()> {
             agents: ns.store(),
             ids: ns.ids(),
             index,
+            pins,
             usage: collector.book(),
         }
     })

@@ -9,11 +9,13 @@ pub mod controller;
 pub mod desired;
 pub mod naming;
 pub mod network;
+pub mod pins;
 pub mod reconcile;
 pub mod relations;
 pub mod resolve;
 pub mod settings;
 pub mod status;
+pub mod suspension;
 pub mod usage;
 
 use kaos_runtime::ControllerId;

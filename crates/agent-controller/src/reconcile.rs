@@ -20,6 +20,7 @@ use crate::cached::CachedAgent;
 use crate::conditions::DEPENDENCIES_READY;
 use crate::desired::{Inputs, desired};
 use crate::naming;
+use crate::pins::SharedPins;
 use crate::relations::PEER;
 use crate::settings::Settings;
 use crate::status::status;
@@ -39,6 +40,8 @@ pub struct Context {
     pub ids: SharedSecurityIds,
     /// Who depends on whom in this namespace (the agents that list an agent, for its policy).
     pub index: Arc<Mutex<RelationIndex>>,
+    /// The runs that hold each agent awake (a workflow step wakes a suspended agent).
+    pub pins: SharedPins,
     /// What the usage collector decided budgeted agents show.
     pub usage: Book,
 }
@@ -78,10 +81,16 @@ impl Reconciles<CachedAgent> for Context {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .dependents(PEER, &namespace, &name);
+        let pins = self
+            .pins
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .of(&namespace, &name);
         let inputs = Inputs {
             model_api: model_api.as_deref(),
             mcp_server: &|s| find(&servers, s),
             peer_endpoint: &|p| find(&peers, p).and_then(CachedAgent::advertised_endpoint),
+            peer_suspended: &|p| find(&peers, p).is_some_and(CachedAgent::suspended),
             memory_store: memory_store.as_deref(),
             deployed: self
                 .core
@@ -89,6 +98,7 @@ impl Reconciles<CachedAgent> for Context {
                 .deployment(&namespace, &deployment)
                 .is_some(),
             listers: &listers,
+            pins: &pins,
         };
         // A claimed `security.id` comes first, as in KAOS: the agent does nothing else.
         let result = match conflict_of(&self.ids, object.as_ref()) {

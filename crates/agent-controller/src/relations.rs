@@ -94,9 +94,10 @@ pub fn memory_store_view(s: &MemoryStore) -> MemoryStoreView {
 }
 
 /// What an Agent reads of a peer: the endpoint it advertises (so a peer's first status, which
-/// publishes the endpoint it was already taken at, wakes no lister).
-pub fn peer_view(a: &CachedAgent) -> Option<String> {
-    a.advertised_endpoint()
+/// publishes the endpoint it was already taken at, wakes no lister) and whether it is suspended
+/// (its listers' `DependenciesReady` names it).
+pub fn peer_view(a: &CachedAgent) -> (Option<String>, bool) {
+    (a.advertised_endpoint(), a.suspended())
 }
 
 #[cfg(test)]

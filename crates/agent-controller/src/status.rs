@@ -2,15 +2,16 @@
 //! Deployment and, with a budget, what the usage collector decided it shows. Pure.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kaos_api::agent::{Agent, AgentStatus};
-use kaos_workload::build::status_report::WorkloadReport;
+use kaos_api::agent::{Agent, AgentPhase, AgentStatus};
+use kaos_workload::build::status_report::{Summary, WorkloadReport};
 use kaos_workload::cache::deployment_view::DeploymentView;
 use kaos_workload::conditions::{remove_condition, set_condition, set_condition_status};
 use kaos_workload::desired::{Desired, Problem};
 
 use crate::conditions::{
-    DEPENDENCIES_READY, MEMORY_DEGRADED, USAGE_CONDITIONS, dependencies_resolved,
+    DEPENDENCIES_READY, MEMORY_DEGRADED, SUSPENDED, USAGE_CONDITIONS, dependencies_resolved,
 };
+use crate::suspension;
 use crate::usage::Shown;
 
 pub fn status(
@@ -29,18 +30,28 @@ pub fn status(
         conflict,
         deployment,
         &previous.workload,
-        &[DEPENDENCIES_READY, MEMORY_DEGRADED],
+        &[DEPENDENCIES_READY, MEMORY_DEGRADED, SUSPENDED],
         &labels,
         generation,
         now.clone(),
     );
+    // Asleep: Ready=False whatever pods are still going, and `kubectl get agents` says why.
+    if let Ok(desired) = result
+        && suspension::asleep(desired)
+    {
+        report.summary = Summary {
+            phase: AgentPhase::Suspended,
+            reason: SUSPENDED,
+            message: "suspended (spec.suspend): scaled to zero pods".into(),
+        };
+    }
     // A spec that cannot be built once its dependencies resolved (no image, say): they did.
     if let Err(problem) = result
         && problem.condition != Some(DEPENDENCIES_READY)
     {
         set_condition(
             &mut report.conditions,
-            dependencies_resolved(),
+            dependencies_resolved(&[]),
             generation,
             now.clone(),
         );

@@ -94,12 +94,24 @@ pub struct AgentSpec {
     /// creates it anyway.
     #[serde(default = "default_true")]
     pub wait_for_dependencies: bool,
+    /// Scale the agent to zero pods, keeping its Service, HTTPRoute, NetworkPolicy and the rest
+    /// of its children (`status.phase: Suspended`); `false` (or removing it) resumes it at its
+    /// `replicas` or autoscaling. While suspended it has no autoscaler, and a workflow step sent
+    /// to it wakes it to one pod for as long as steps run on it. An agent without a MemoryStore
+    /// loses its in-pod memory (sessions, history) at zero. An autonomous agent stops its goal
+    /// while suspended: suspending is the user's explicit choice (docs/scaling.md).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub suspend: bool,
     /// `replicas`, `autoscaling` and `podDisruptionBudget`.
     #[serde(flatten)]
     pub scaling: WorkloadScaling,
     /// `container`, `podSpec`, `gatewayRoute` and `security`.
     #[serde(flatten)]
     pub workload: WorkloadSpec,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 fn describe_agent_fields(schema: &mut schemars::Schema) {
@@ -415,7 +427,8 @@ pub struct MemoryClientParams {
 
 /// The lifecycle phase of an Agent. `Waiting`: the ModelAPI or an MCPServer is not ready yet
 /// (or, before the first Deployment, the MemoryStore);
-/// `Failed`: something is missing or unsupported, as `message` and the `Ready` condition say.
+/// `Failed`: something is missing or unsupported, as `message` and the `Ready` condition say;
+/// `Suspended`: `spec.suspend` scaled it to zero pods (the `Suspended` condition says more).
 // This comment, not one on `WorkloadStatus::phase`, is the schema's description of `status.phase`.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
 pub enum AgentPhase {
@@ -425,6 +438,8 @@ pub enum AgentPhase {
     Failed,
     /// Waiting for the ModelAPI, an MCPServer or (before the first Deployment) the MemoryStore.
     Waiting,
+    /// Scaled to zero by `spec.suspend` (and not woken by a workflow step).
+    Suspended,
 }
 
 /// A workload's phase as an Agent's (which adds `Waiting`).
@@ -439,18 +454,19 @@ impl From<Phase> for AgentPhase {
 }
 
 impl AgentPhase {
-    pub const ALL: [AgentPhase; 4] = [
+    pub const ALL: [AgentPhase; 5] = [
         AgentPhase::Pending,
         AgentPhase::Ready,
         AgentPhase::Failed,
         AgentPhase::Waiting,
+        AgentPhase::Suspended,
     ];
 
     /// Every phase's name, in the order of [`AgentPhase::ALL`] (the `kaos_resources` metric's phases).
-    pub const NAMES: [&'static str; 4] = {
-        let mut names = [""; 4];
+    pub const NAMES: [&'static str; 5] = {
+        let mut names = [""; 5];
         let mut i = 0;
-        while i < 4 {
+        while i < 5 {
             names[i] = Self::ALL[i].as_str();
             i += 1;
         }
@@ -463,6 +479,7 @@ impl AgentPhase {
             AgentPhase::Ready => "Ready",
             AgentPhase::Failed => "Failed",
             AgentPhase::Waiting => "Waiting",
+            AgentPhase::Suspended => "Suspended",
         }
     }
 }
@@ -496,7 +513,7 @@ fn describe_agent_status_fields(schema: &mut schemars::Schema) {
             ),
             (
                 "conditions",
-                "`Ready`, `DependenciesReady` and (with a MemoryStore) `MemoryDegraded`, with machine-readable reasons.",
+                "`Ready`, `DependenciesReady`, (with a MemoryStore) `MemoryDegraded` and (with `spec.suspend`) `Suspended`, with machine-readable reasons.",
             ),
         ],
     );

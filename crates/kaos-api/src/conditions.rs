@@ -13,6 +13,9 @@ pub const DEPENDENCIES_READY: &str = "DependenciesReady";
 /// The Agent's, while it is bound to a MemoryStore: True while the store is missing or not
 /// ready (the agent serves with short-term memory only).
 pub const MEMORY_DEGRADED: &str = "MemoryDegraded";
+/// The Agent's, while `spec.suspend` is true: True while its Deployment is at zero, False while a
+/// workflow step keeps it awake. Also the `Ready` reason of a suspended agent.
+pub const SUSPENDED: &str = "Suspended";
 /// The MCPServer's: whether the controller spoke MCP with the server it runs (`initialize`, then
 /// `tools/list`) once its last rollout became available. Reports only: `Ready` does not wait
 /// for it (docs/readiness.md).
@@ -71,6 +74,14 @@ pub const MEMORY_STORE_NOT_FOUND: &str = "MemoryStoreNotFound";
 pub const MEMORY_STORE_NOT_READY: &str = "MemoryStoreNotReady";
 /// The `MemoryDegraded=False` reason: the bound MemoryStore serves.
 pub const MEMORY_HEALTHY: &str = "MemoryHealthy";
+
+// An Agent's suspension (docs/scaling.md, "Suspend").
+
+/// The `Suspended=True` reason: `spec.suspend` holds the Deployment at zero pods.
+pub const SCALED_TO_ZERO: &str = "ScaledToZero";
+/// The `Suspended=False` reason: `spec.suspend` is true, but a workflow step sent to the agent
+/// keeps one pod up until no step runs on it.
+pub const WOKEN_BY_WORKFLOW: &str = "WokenByWorkflow";
 
 // A ModelAPI's configuration.
 

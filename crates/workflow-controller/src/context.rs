@@ -34,10 +34,11 @@ pub struct Context {
 
 impl Context {
     /// What a step of a run in `namespace` reads of agent `name`: whether it exists, whether it
-    /// is ready, and where to send to it.
+    /// is ready (or suspended, to be woken), and where to send to it.
     pub fn agent_state(&self, namespace: &str, name: &str) -> AgentState {
         match cached(&self.agents, namespace, name) {
             None => AgentState::Missing,
+            Some(agent) if !agent.is_ready() && agent.is_suspended() => AgentState::Asleep,
             Some(agent) if !agent.is_ready() => AgentState::NotReady,
             Some(agent) => AgentState::Ready {
                 endpoint: self.settings.agent_address_overrides.endpoint(

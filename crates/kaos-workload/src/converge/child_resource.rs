@@ -92,10 +92,13 @@ impl ChildResource for Deployment {
     fn content_version(meta: &ObjectMeta) -> Option<String> {
         meta.generation.map(|g| g.to_string())
     }
-    /// An autoscaler's replicas: the live value (at creation, the initial one).
+    /// An autoscaler's replicas: the live value (at creation, the initial one). A live
+    /// Deployment at zero (a suspended agent resumed) starts at the initial one: an autoscaler
+    /// never scales up from zero.
     fn carry_live(&mut self, live: Option<&DeploymentView>, autoscaled: Option<i32>) {
         if let (Some(initial), Some(spec)) = (autoscaled, self.spec.as_mut()) {
-            spec.replicas = Some(live.map_or(initial, DeploymentView::replicas));
+            let live = live.map(DeploymentView::replicas).filter(|r| *r > 0);
+            spec.replicas = Some(live.unwrap_or(initial));
         }
     }
     typed_api!();

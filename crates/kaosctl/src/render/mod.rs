@@ -175,10 +175,13 @@ fn render_agent(rendered: &mut Rendered, agent: &Agent, m: &Manifests, settings:
             let peer = m.agents.iter().find(|p| named(*p, &ns, n))?;
             agent_controller::naming::advertised_endpoint(peer)
         },
+        peer_suspended: &|n| m.agents.iter().any(|p| named(p, &ns, n) && p.spec.suspend),
         memory_store: bound.and_then(|n| m.stores.iter().find(|s| named(*s, &ns, n))),
         // As for a first Deployment: a missing or unready store holds back a waiting agent.
         deployed: false,
         listers: &listers,
+        // No workflow runs: a suspended agent renders at zero pods.
+        pins: &[],
     };
     let result = agent_controller::desired::desired(agent, &inputs, settings);
     rendered.children("Agent", agent, result);

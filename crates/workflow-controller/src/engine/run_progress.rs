@@ -17,6 +17,7 @@ use crate::a2a::StepSend;
 use crate::engine::dag::{self, CancelTask, Decision};
 use crate::engine::outcome::record_failure;
 use crate::engine::template;
+use crate::engine::wake::{send_woken, waking};
 
 /// How long a step may stay `Dispatching` with no task on its agent before it is sent again:
 /// the agent makes its task the moment it reads the request, so an older one was never
@@ -28,7 +29,13 @@ pub const DISPATCH_GRACE: SignedDuration = SignedDuration::from_secs(10);
 pub enum AgentState {
     Missing,
     NotReady,
-    Ready { endpoint: String },
+    /// Suspended (`spec.suspend`) and not ready: a step is dispatched to it all the same, which
+    /// wakes it (its agent controller keeps an agent with a step in flight at one pod), and is
+    /// sent once it is ready; the attempt's time limit counts the wake.
+    Asleep,
+    Ready {
+        endpoint: String,
+    },
 }
 
 /// What the reconcile does after the status is written.
@@ -95,6 +102,9 @@ pub fn advance(
     let mut progress = Progress::default();
     let input = status.input.clone().unwrap_or_default();
     let plan = status.plan.clone();
+    progress
+        .sends
+        .extend(send_woken(status, &plan, now, &agent));
     let mut waiting: Vec<(String, String)> = Vec::new();
     // A refused step changes what the scheduler sees; each pass settles at least one step.
     for _ in 0..=plan.len() {
@@ -115,6 +125,8 @@ pub fn advance(
                     ready.push((dispatch.step.clone(), endpoint));
                     true
                 }
+                // Dispatched without an endpoint: the step in flight is the wake.
+                AgentState::Asleep => true,
                 AgentState::Missing => {
                     refused.push((
                         dispatch.step.clone(),
@@ -181,7 +193,7 @@ pub fn advance(
             let message = decision
                 .message
                 .clone()
-                .or_else(|| waiting_message(&waiting));
+                .or_else(|| waiting_message(&waiting, &waking(status, &plan)));
             if decision.phase.is_finished() {
                 finish(status, decision.phase, message, now);
                 progress.wake_at = None;
@@ -307,10 +319,13 @@ fn finish(
     status.completion_time = status.completion_time.take().or(Some(Time(now)));
 }
 
-fn waiting_message(waiting: &[(String, String)]) -> Option<String> {
+fn waiting_message(waiting: &[(String, String)], waking: &[(String, String)]) -> Option<String> {
     let parts: Vec<String> = waiting
         .iter()
         .map(|(step, agent)| format!("step {step} is waiting for Agent {agent} to be ready"))
+        .chain(waking.iter().map(|(step, agent)| {
+            format!("step {step} is waking Agent {agent} (suspended) and is sent once it is ready")
+        }))
         .collect();
     (!parts.is_empty()).then(|| parts.join("; "))
 }
@@ -473,6 +488,63 @@ mod tests {
         assert_eq!(
             status.message.as_deref(),
             Some("step a failed: Agent x was not ready within 30s")
+        );
+    }
+
+    #[test]
+    fn a_step_wakes_a_suspended_agent_and_its_time_limit_counts_the_wake() {
+        let (run, workflow) =
+            run_of(json!({"steps": [{"name": "a", "agentRef": "x", "timeoutSeconds": 30}]}));
+        let mut status = start(&run, Some(&workflow), at(0));
+        let progress = advance(&mut status, "uid", at(0), |_| AgentState::Asleep);
+        // Dispatched (which pins, so wakes, its agent), not sent: no endpoint yet.
+        assert!(progress.sends.is_empty());
+        assert_eq!(status.steps[0].phase, StepPhase::Dispatching);
+        assert_eq!(status.steps[0].idempotency_key.as_deref(), Some("uid/a/1"));
+        assert_eq!(status.steps[0].agent_endpoint, None);
+        assert_eq!(
+            status.message.as_deref(),
+            Some("step a is waking Agent x (suspended) and is sent once it is ready")
+        );
+        // Still asleep: nothing new.
+        let mut later = status.clone();
+        let progress = advance(&mut later, "uid", at(5), |_| AgentState::Asleep);
+        assert!(progress.sends.is_empty());
+        assert_eq!(later, status);
+
+        // Awake at 12 s: sent with the attempt's key, its limit still ending at 30 s.
+        let mut woken = status.clone();
+        let progress = advance(&mut woken, "uid", at(12), ready);
+        assert_eq!(progress.sends.len(), 1);
+        assert_eq!(progress.sends[0].idempotency_key, "uid/a/1");
+        assert_eq!(progress.sends[0].endpoint, "http://x:8000");
+        assert_eq!(
+            woken.steps[0].agent_endpoint.as_deref(),
+            Some("http://x:8000")
+        );
+        assert_eq!(woken.message, None);
+        assert_eq!(progress.wake_at, Some(at(30)));
+
+        // Not awake within the limit: the attempt timed out.
+        let progress = advance(&mut status, "uid", at(30), |_| AgentState::Asleep);
+        assert!(progress.sends.is_empty());
+        assert_eq!(status.phase, Some(RunPhase::Failed));
+        assert_eq!(
+            status.message.as_deref(),
+            Some("step a failed: attempt 1 timed out after 30s")
+        );
+    }
+
+    #[test]
+    fn a_waking_step_whose_agent_goes_fails_its_attempt() {
+        let (run, workflow) = run_of(json!({"steps": [{"name": "a", "agentRef": "x"}]}));
+        let mut status = start(&run, Some(&workflow), at(0));
+        advance(&mut status, "uid", at(0), |_| AgentState::Asleep);
+        advance(&mut status, "uid", at(3), |_| AgentState::Missing);
+        assert_eq!(status.phase, Some(RunPhase::Failed));
+        assert_eq!(
+            status.message.as_deref(),
+            Some("step a failed: Agent x not found")
         );
     }
 

@@ -89,15 +89,14 @@ async fn apply(run: Arc<AgentWorkflowRun>, ctx: &Context) -> Result<Action, Reco
         progress = advance(&mut status, &uid, now, |agent| {
             ctx.agent_state(&namespace, agent)
         });
-        // A step the scheduler settled meanwhile (timed out) is not sent again.
-        progress
-            .sends
-            .extend(polled.resends.into_iter().filter(|send| {
-                status.steps.iter().any(|step| {
-                    step.idempotency_key.as_deref() == Some(send.idempotency_key.as_str())
-                        && step.phase == kaos_api::workflow::StepPhase::Dispatching
-                })
-            }));
+        // A step the scheduler settled meanwhile (timed out, even as its agent woke) is not sent.
+        progress.sends.extend(polled.resends);
+        progress.sends.retain(|send| {
+            status.steps.iter().any(|step| {
+                step.idempotency_key.as_deref() == Some(send.idempotency_key.as_str())
+                    && step.phase == kaos_api::workflow::StepPhase::Dispatching
+            })
+        });
         progress.cancels.extend(polled.cancels);
     }
     status.observed_generation = run.metadata.generation;
