@@ -308,8 +308,8 @@ cargo nextest list --workspace --locked --list-type binaries-only --message-form
 # its own line, so a failed build fails here. Without Go (only with --skip-control-plane) that
 # binary is left out, and named in the table.
 if command -v go >/dev/null 2>&1; then
-  opa="$(scripts/opa-tool path)"
   step "Rust tests" "nextest, the workspace but kaos-testkit::kubectl"
+  opa="$(scripts/opa-tool path)"
   KAOS_OPA="$opa" nextest_step -E 'not binary_id(kaos-testkit::kubectl)'
 else
   step "Rust tests" "nextest, the workspace but kaos-testkit::kubectl and the OPA decisions"
