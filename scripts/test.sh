@@ -4,7 +4,7 @@
 # Works on a fresh machine: installs what it needs first (rustfmt, clippy, the pinned tools of
 # tools/ci/requirements.txt, the musl targets, the Python packages of the chart tests, the
 # agent runtime's and LiteLLM's venvs, and Debian's redis-server unpacked without root); the control
-# plane, its kubectl and promtool need Go, the agent runtime and LiteLLM Python >= 3.12. A missing
+# plane, its kubectl, promtool and OPA need Go, the agent runtime and LiteLLM Python >= 3.12. A missing
 # tool fails the run, naming it.
 #
 #   scripts/test.sh [--skip-control-plane]
@@ -241,15 +241,15 @@ fi
 step "Python >= 3.12" "for the real agent runtime and LiteLLM (scripts/python-tool)"
 scripts/python-tool agent-runtime check
 
-# The Go builds (promtool, then the control plane: ~25 minutes of CPU on a cold machine) start now,
+# The Go builds (promtool, OPA, then the control plane: ~30 minutes of CPU on a cold machine) start now,
 # in the background at the lowest CPU priority: they take the CPU the Rust steps leave idle (links,
 # tests waiting on servers) and cannot slow those down. The steps that need them call the same
 # scripts, which wait on the build's lock and then find it done, or build what is left in the
 # foreground, printing the error if the background build failed. Logs: .cache/go-builds.log.
 if command -v go >/dev/null 2>&1; then
   mkdir -p .cache
-  go_modules=(tools/promtool/)
-  go_build='scripts/promtool build'
+  go_modules=(tools/promtool/ tools/opa/)
+  go_build='scripts/promtool build && scripts/opa-tool build'
   if [ "$skip_control_plane" != 1 ]; then
     go_modules+=(tools/control-plane/*/)
     go_build+=' && scripts/control-plane build'
@@ -302,9 +302,20 @@ cargo build --workspace --all-targets --locked
 cargo nextest list --workspace --locked --list-type binaries-only --message-format json >"$reports/binaries.json"
 
 # All but kaos-testkit's kubectl tests, which run once the plane's kubectl is built (below). A
-# binary left out by the filter is not even listed, so its tests count as no skip.
-step "Rust tests" "nextest, the workspace but kaos-testkit::kubectl"
-nextest_step -E 'not binary_id(kaos-testkit::kubectl)'
+# binary left out by the filter is not even listed, so its tests count as no skip. The real policy
+# decisions (authz-controller's policy_decisions) need OPA (KAOS_OPA), built from tools/opa with Go
+# (cold: ~230 s on 2 cores; in the background since the start; cached in .cache/opa): resolved on
+# its own line, so a failed build fails here. Without Go (only with --skip-control-plane) that
+# binary is left out, and named in the table.
+if command -v go >/dev/null 2>&1; then
+  step "Rust tests" "nextest, the workspace but kaos-testkit::kubectl"
+  opa="$(scripts/opa-tool path)"
+  KAOS_OPA="$opa" nextest_step -E 'not binary_id(kaos-testkit::kubectl)'
+else
+  step "Rust tests" "nextest, the workspace but kaos-testkit::kubectl and the OPA decisions"
+  nextest_step -E 'not binary_id(kaos-testkit::kubectl) and not binary_id(authz-controller::policy_decisions)'
+  skip_step "Policy decisions" "no Go to build OPA; --skip-control-plane"
+fi
 
 # promtool checks and unit-tests the chart's rendered alerts (tests/alerts). It is built from
 # tools/promtool with Go (cold: ~550 CPU-seconds; in the background since the start; cached in

@@ -74,7 +74,7 @@ fn start_controllers(cluster: &TestCluster) -> Vec<RunningController> {
         cluster,
         authz_controller::ID,
         args.runtime,
-        authz_controller::controller::run,
+        |rt| authz_controller::controller::run(rt, args.settings),
     ));
     controllers
 }

@@ -29,8 +29,11 @@ fn memorystore(extra: Value) -> Value {
     json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "MemoryStore", "metadata": {"name": "mem"}, "spec": spec})
 }
 fn grant(resources: Value) -> Value {
+    grant_to(json!([{"kind": "Group", "name": "researchers"}]), resources)
+}
+fn grant_to(subjects: Value, resources: Value) -> Value {
     json!({"apiVersion": "kaos.tools/v1alpha1", "kind": "AccessGrant", "metadata": {"name": "g"},
-           "spec": {"subjects": [{"kind": "Group", "name": "researchers"}], "resources": resources}})
+           "spec": {"subjects": subjects, "resources": resources}})
 }
 /// An AgentWorkflow with these steps (`[name, agent]` pairs become `{name, agentRef}`) and
 /// these other spec fields.
@@ -79,6 +82,33 @@ fn rejected_cases() -> Vec<(&'static str, Value, &'static str)> {
                 json!([{"kind": "Agent", "name": "a", "selector": {"matchLabels": {"team": "x"}}}]),
             ),
             r#"spec.resources[0]: Invalid value: set kind and name together, or selector, not both"#,
+        ),
+        (
+            "a granted resource of a kind that does not exist",
+            grant(json!([{"kind": "Tool", "name": "search"}])),
+            // `null`: the field is optional (a selector instead), as kube-apiserver lists it too.
+            r#"spec.resources[0].kind: Unsupported value: "Tool": supported values: "Agent", "MCPServer", "ModelAPI", "MemoryStore", null"#,
+        ),
+        (
+            "a grant to nobody",
+            grant_to(json!([]), json!([{"kind": "Agent", "name": "a"}])),
+            "spec.subjects: Invalid value: 0: spec.subjects in body should have at least 1 items",
+        ),
+        (
+            "a subject of a kind that does not exist",
+            grant_to(
+                json!([{"kind": "Robot", "name": "r2"}]),
+                json!([{"kind": "Agent", "name": "a"}]),
+            ),
+            r#"spec.subjects[0].kind: Unsupported value: "Robot": supported values: "User", "Group", "Agent""#,
+        ),
+        (
+            "an Agent subject that cannot be an Agent's name",
+            grant_to(
+                json!([{"kind": "Agent", "name": "Research Bot"}]),
+                json!([{"kind": "Agent", "name": "a"}]),
+            ),
+            "spec.subjects[0]: Invalid value: an Agent subject is the name of an Agent of this namespace (lower case letters, digits and '-', at most 63)",
         ),
         (
             "remote memory without a store",

@@ -3,14 +3,14 @@
 
 use std::process::ExitCode;
 
-use kaos_runtime::binary::{Binary, NoSettings};
+use kaos_runtime::binary::Binary;
 
 #[tokio::main]
 async fn main() -> ExitCode {
     Binary::new(
         authz_controller::ID,
-        "Reports the status of kaos.tools AccessGrants and ThirdPartyServices",
+        "Projects kaos.tools AccessGrants into KAOS's policy ConfigMap and reports their status and ThirdPartyServices'",
     )
-    .run(|runtime, _: NoSettings| authz_controller::controller::run(runtime))
+    .run(authz_controller::controller::run)
     .await
 }

@@ -3,13 +3,25 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kaos_workload::conditions::{ConditionUpdate, set_condition};
 
-/// The AccessGrant condition KAOS sets.
+/// The AccessGrant condition KAOS sets, and its reason once the grant is in the projected
+/// policy (KAOS's words for each reason below).
 pub const ENFORCED: &str = "Enforced";
-/// The `Enforced` reason KAOS gives when its gateway authorization is off, which is always the
-/// case here.
+pub const ENFORCED_MESSAGE: &str =
+    "AccessGrant is included in the successfully projected authorization policy";
+/// The `Enforced` reason when gateway authorization is off (no ext_authz backend).
 pub const AUTHORIZATION_DISABLED: &str = "AuthorizationDisabled";
 pub const AUTHORIZATION_DISABLED_MESSAGE: &str =
     "Gateway authorization is not enabled; this AccessGrant is not enforced";
+/// The `Enforced` reason when no user issuer is configured.
+pub const NO_USER_IDENTITY_PROVIDER: &str = "NoUserIdentityProvider";
+pub const NO_USER_IDENTITY_PROVIDER_MESSAGE: &str =
+    "A user identity provider must be configured for this AccessGrant to be enforced";
+/// The `Enforced` reason when the policy data is not projected (manual, or no ConfigMap named).
+pub const POLICY_PROJECTION_INACTIVE: &str = "PolicyProjectionInactive";
+pub const POLICY_PROJECTION_INACTIVE_MESSAGE: &str =
+    "Automated policy projection must be active for this AccessGrant to be enforced";
+/// The `Enforced` reason when the last projection could not be written.
+pub const PROJECTION_FAILED: &str = "ProjectionFailed";
 
 /// The ThirdPartyService condition KAOS sets.
 pub use kaos_api::conditions::READY;
@@ -25,6 +37,8 @@ pub const REFERENCES_RESOLVED: &str = "ReferencesResolved";
 pub const REFERENCE_NOT_FOUND: &str = "ReferenceNotFound";
 /// The `ResolvedRefs` reason when `access` grants a scope `spec.scopes` does not declare.
 pub const UNDECLARED_SCOPE: &str = "UndeclaredScope";
+/// The `ResolvedRefs` reason when a grant's selector matches nothing in its namespace.
+pub const SELECTOR_MATCHES_NOTHING: &str = "SelectorMatchesNothing";
 
 /// What a resource's references came to: nothing wrong, or the first problem's reason and a
 /// message naming every one.
@@ -66,13 +80,32 @@ fn set_resolved(
     set_condition(conditions, update, generation, now);
 }
 
-/// KAOS's verdict on a grant: never enforced here.
-pub fn not_enforced() -> ConditionUpdate<'static> {
+/// `Enforced=False` for `reason`, with KAOS's message (and, when the projection failed, why).
+pub fn not_enforced(reason: &'static str, detail: Option<&str>) -> ConditionUpdate<'static> {
+    let message = match reason {
+        NO_USER_IDENTITY_PROVIDER => NO_USER_IDENTITY_PROVIDER_MESSAGE.to_string(),
+        POLICY_PROJECTION_INACTIVE => POLICY_PROJECTION_INACTIVE_MESSAGE.to_string(),
+        PROJECTION_FAILED => format!(
+            "Policy projection failed; this AccessGrant is not currently enforced: {}",
+            detail.unwrap_or("unknown error")
+        ),
+        _ => AUTHORIZATION_DISABLED_MESSAGE.to_string(),
+    };
     ConditionUpdate {
         type_: ENFORCED,
         status: false,
-        reason: AUTHORIZATION_DISABLED,
-        message: AUTHORIZATION_DISABLED_MESSAGE.into(),
+        reason,
+        message,
+    }
+}
+
+/// `Enforced=True`: the grant is in the policy the PDP reads.
+pub fn enforced() -> ConditionUpdate<'static> {
+    ConditionUpdate {
+        type_: ENFORCED,
+        status: true,
+        reason: ENFORCED,
+        message: ENFORCED_MESSAGE.into(),
     }
 }
 
@@ -86,16 +119,19 @@ pub fn token_exchange_disabled() -> ConditionUpdate<'static> {
     }
 }
 
-/// The conditions: KAOS's `verdict`, and whether the references resolve.
+/// The conditions: KAOS's `verdict` (none: the previous one stands until the projection has
+/// run), and whether the references resolve.
 pub fn conditions(
     previous: &[Condition],
-    verdict: ConditionUpdate<'_>,
+    verdict: Option<ConditionUpdate<'_>>,
     problem: &Problem,
     generation: Option<i64>,
     now: Time,
 ) -> Vec<Condition> {
     let mut conditions = previous.to_vec();
-    set_condition(&mut conditions, verdict, generation, now.clone());
+    if let Some(verdict) = verdict {
+        set_condition(&mut conditions, verdict, generation, now.clone());
+    }
     set_resolved(&mut conditions, problem, generation, now);
     conditions
 }

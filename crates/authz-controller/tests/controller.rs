@@ -1,6 +1,7 @@
-//! The access controller against kaos-testkit: AccessGrants and ThirdPartyServices say they are
-//! not enforced, in KAOS's words, and whether what they name exists; they follow the named
-//! objects as they appear, and write nothing while nothing changes.
+//! The access controller against kaos-testkit without KAOS's security plane (the default):
+//! AccessGrants and ThirdPartyServices say they are not enforced, in KAOS's words, and whether
+//! what they name exists; they follow the named objects as they appear, and write nothing while
+//! nothing changes. With the plane: `projection.rs`.
 
 use std::time::Duration;
 
@@ -20,7 +21,7 @@ fn start() -> ControllerTest {
         TestCluster::start(),
         authz_controller::ID,
         args.runtime,
-        authz_controller::controller::run,
+        move |runtime| authz_controller::controller::run(runtime, args.settings),
     )
 }
 
@@ -71,10 +72,20 @@ async fn a_grant_is_never_claimed_enforced_and_follows_what_it_names() {
     h.until_warning("ReferenceNotFound").await;
 
     h.apply(&MCPServer::test("tools").params("x"));
+    // Every name resolves; the selector still matches nothing.
+    h.until(
+        "researchers",
+        "reporting its empty selector once the MCPServer exists",
+        |g: &AccessGrant| g.reason("ResolvedRefs") == "SelectorMatchesNothing",
+    )
+    .await;
+    let mut researcher = Agent::test("researcher");
+    researcher.metadata.labels = Some([("team".to_string(), "research".to_string())].into());
+    h.apply(&researcher);
     let grant = h
         .until(
             "researchers",
-            "resolved once the MCPServer exists",
+            "resolved once an Agent carries the label",
             |g: &AccessGrant| {
                 g.condition("ResolvedRefs")
                     .is_some_and(|c| c.status == "True")

@@ -1,6 +1,7 @@
 //! KAOS 0.8.4's authorization kinds: `AccessGrant` (who may call which resources through the
-//! gateway) and `ThirdPartyService` (delegated access of agents to an outside API). kaos-rs runs
-//! no policy decision point, so neither is enforced.
+//! gateway) and `ThirdPartyService` (delegated access of agents to an outside API). With KAOS's
+//! security plane configured, the authz controller projects AccessGrants into the policy KAOS's
+//! PDP enforces; token exchange (ThirdPartyService) stays with the broker.
 
 use k8s_openapi::api::core::v1::SecretKeySelector;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -19,7 +20,7 @@ use crate::common::{Conditions, DNS_LABEL, MAX_URL, condition_list_schema};
     plural = "accessgrants",
     singular = "accessgrant",
     namespaced,
-    doc = "Grants users, groups or agents access to KAOS resources through the gateway. Not enforced by kaos-rs, which runs no policy decision point.",
+    doc = "Grants users, groups or agents access to KAOS resources through the gateway. Enforced by KAOS's policy decision point once the authz controller has projected it (condition Enforced).",
     status = "AccessGrantStatus",
     category = "kaos",
     printcolumn = r#"{"name":"Enforced","type":"string","jsonPath":".status.conditions[?(@.type==\"Enforced\")].status"}"#,
@@ -38,6 +39,10 @@ pub struct AccessGrantSpec {
 /// A user, group or agent.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "self.kind != 'Agent' || self.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') && size(self.name) <= 63",
+    "message": "an Agent subject is the name of an Agent of this namespace (lower case letters, digits and '-', at most 63)"
+}]))]
 pub struct Subject {
     /// `User` (the token's subject or email claim), `Group` (an entry of the groups claim) or
     /// `Agent` (an Agent of this namespace).
@@ -91,9 +96,10 @@ pub enum ResourceKind {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AccessGrantStatus {
-    /// `Enforced`, with KAOS's reasons `Enforced`, `NoUserIdentityProvider`,
-    /// `PolicyProjectionInactive`, `ProjectionFailed` or `AuthorizationDisabled` (always the last
-    /// on kaos-rs), and `ResolvedRefs`: whether the Agents and resources it names exist.
+    /// `Enforced`, with KAOS's reasons `Enforced` (in the projected policy),
+    /// `NoUserIdentityProvider`, `PolicyProjectionInactive`, `ProjectionFailed` or
+    /// `AuthorizationDisabled` (the security plane off, the default), and `ResolvedRefs`: whether
+    /// the Agents and resources it names exist and its selectors match something.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(transform = condition_list_schema)]
     pub conditions: Conditions,

@@ -434,7 +434,10 @@ fn start_controllers(
             .spawn(move |rt| memorystore_controller::controller::run(rt, memorystore))?,
         start("agent-controller", agent_controller::ID)
             .spawn(move |rt| agent_controller::controller::run(rt, agent))?,
-        start("authz-controller", authz_controller::ID).spawn(authz_controller::controller::run)?,
+        // The sandbox runs no PDP: KAOS's security plane stays off (grants: AuthorizationDisabled).
+        start("authz-controller", authz_controller::ID).spawn(|rt| {
+            authz_controller::controller::run(rt, authz_controller::settings::Security::default())
+        })?,
         start("workflow-controller", workflow_controller::ID)
             .spawn(move |rt| workflow_controller::controller::run(rt, workflow))?,
     ])
