@@ -9,7 +9,8 @@ before the first test that asks for the session plane, so only one plane runs at
 
 import pytest
 
-from plane import CLUSTERS, Testkit, down, requires_plane, up
+from controllers import Controllers
+from plane import CLUSTERS, CONTROLLERS, Testkit, down, install_chart, remove_chart, requires_plane, up
 
 
 def pytest_configure(config):
@@ -65,3 +66,25 @@ def pytest_runtest_makereport(item, call):
             tails = getattr(value, "log_tails", None)
             if callable(tails):
                 report.sections.append(("controller logs", tails()))
+
+
+# The chart in kaos-system with no controller replica, and the controller binaries run out of
+# cluster under its ServiceAccounts, each module starting the ones it needs (test_budgets.py,
+# test_suspend.py; test_operator.py has its own, with more settings).
+@pytest.fixture(scope="module")
+def release(cluster):
+    values = [f"{b}.replicas=0" for b in CONTROLLERS]
+    values += ["global.controllerLogFormat=text", "global.metrics.secure=false"]
+    install_chart(cluster, "kaos-system", *values)
+    yield
+    remove_chart(cluster, "kaos-system")
+
+
+@pytest.fixture(scope="module")
+def controllers(cluster, release, tmp_path_factory):
+    running = Controllers(cluster, "kaos-system", tmp_path_factory.mktemp("controllers"))
+    try:
+        yield running
+    finally:
+        running.stop_all()
+    assert not running.crashes(), f"replicas exited: {running.crashes()}"

@@ -17,41 +17,19 @@ import os
 import sys
 import textwrap
 
-import pytest
 import yaml
 
-from controllers import Controllers
-from plane import (CONTROLLERS, REPO, create_namespace, delete_namespace, install_chart,
-                   remove_chart, wait_until)
+from plane import REPO, create_namespace, delete_namespace, wait_until
 
 sys.path.insert(0, str(REPO / "tests" / "runtime"))
 from fake_openai import FakeOpenAI  # noqa: E402
 from litellm_proxy import Proxy, calls, need, statuses  # noqa: E402
 
-NAMESPACE = "kaos-system"
 BUDGETS = "budgets"
 KAOS = "/apis/kaos.tools/v1alpha1"
 ALIAS = f"kaos.{BUDGETS}.researcher"
 TOKENS_PER_DAY = 400  # the fourth call of 150 tokens is refused
 
-
-@pytest.fixture(scope="module")
-def release(cluster):
-    values = [f"{b}.replicas=0" for b in CONTROLLERS]
-    values += ["global.controllerLogFormat=text", "global.metrics.secure=false"]
-    install_chart(cluster, NAMESPACE, *values)
-    yield
-    remove_chart(cluster, NAMESPACE)
-
-
-@pytest.fixture(scope="module")
-def controllers(cluster, release, tmp_path_factory):
-    running = Controllers(cluster, NAMESPACE, tmp_path_factory.mktemp("controllers"))
-    try:
-        yield running
-    finally:
-        running.stop_all()
-    assert not running.crashes(), f"replicas exited: {running.crashes()}"
 
 
 def apply(cluster, text):

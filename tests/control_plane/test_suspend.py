@@ -10,34 +10,11 @@ Needs what test_operator.py needs; a missing tool fails the test, it never skips
 import json
 import textwrap
 
-import pytest
+from plane import Plane, create_namespace, delete_namespace, wait_until
 
-from controllers import Controllers
-from plane import (CONTROLLERS, Plane, create_namespace, delete_namespace, install_chart, remove_chart,
-                   wait_until)
-
-NAMESPACE = "kaos-system"
 SUSPEND = "suspend"
 KAOS = "/apis/kaos.tools/v1alpha1"
 
-
-@pytest.fixture(scope="module")
-def release(cluster):
-    values = [f"{b}.replicas=0" for b in CONTROLLERS]
-    values += ["global.controllerLogFormat=text", "global.metrics.secure=false"]
-    install_chart(cluster, NAMESPACE, *values)
-    yield
-    remove_chart(cluster, NAMESPACE)
-
-
-@pytest.fixture(scope="module")
-def controllers(cluster, release, tmp_path_factory):
-    running = Controllers(cluster, NAMESPACE, tmp_path_factory.mktemp("controllers"))
-    try:
-        yield running
-    finally:
-        running.stop_all()
-    assert not running.crashes(), f"replicas exited: {running.crashes()}"
 
 
 def agent(cluster, name):
