@@ -275,8 +275,10 @@ def start_agent_runtime(python, env, directory, name):
 
 
 def stop(process):
+    """Stops a local server: SIGTERM, then SIGKILL after 10 s; reaped either way."""
     process.terminate()
     try:
         process.wait(timeout=10)
     except subprocess.TimeoutExpired:
         process.kill()
+        process.wait()

@@ -33,6 +33,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from litellm_proxy import stop
 from test_real_runtime import REPO, RUNTIME_PYTHON, free_port, http, rendered_env, wait_until_up
 
 BIN_DIR = Path(os.environ.get("KAOS_BIN_DIR", REPO / "target" / "debug"))
@@ -195,15 +196,6 @@ def asked(task):
 
 def steps_of(run):
     return {s["name"]: s for s in run["status"]["steps"]}
-
-
-def stop(process):
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 @pytest.fixture(scope="module")

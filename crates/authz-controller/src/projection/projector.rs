@@ -251,7 +251,9 @@ pub async fn run(
         });
     }
     let _ = current.wait_until_ready().await;
+    tracing::debug!(configmap = %name, "policy projection: the policy ConfigMap's cache is ready");
     sources.synced().await;
+    tracing::debug!("policy projection: the resources' caches are ready");
     let shutdown = runtime.shutdown_signal();
     tokio::pin!(shutdown);
     let mut keys = UserKeys::default();
@@ -267,6 +269,7 @@ pub async fn run(
             continue;
         }
         let grants = sources.grants();
+        tracing::debug!(grants = grants.len(), "policy projection: a pass");
         let outcome = pass(
             &runtime, &security, &sources, &grants, &api, &current, &name, &mut keys,
         )
