@@ -108,15 +108,19 @@ impl Sources {
         for s in &self.agents {
             let _ = s.wait_until_ready().await;
         }
+        tracing::debug!("policy projection: agents ready");
         for s in &self.mcp_servers {
             let _ = s.wait_until_ready().await;
         }
+        tracing::debug!("policy projection: mcpservers ready");
         for s in &self.model_apis {
             let _ = s.wait_until_ready().await;
         }
+        tracing::debug!("policy projection: modelapis ready");
         for s in &self.memory_stores {
             let _ = s.wait_until_ready().await;
         }
+        tracing::debug!("policy projection: memorystores ready");
         for s in &self.grants {
             let _ = s.wait_until_ready().await;
         }
